@@ -1,0 +1,19 @@
+"""pmuscope: observe a Linux machine through the kernel's perf_event subsystem."""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    PmuscopeError,
+    EventParseError,
+    UnknownEventError,
+    EventNotSupportedError,
+    NoHardwarePMUError,
+    PermissionDeniedError,
+    InvalidAttrError,
+    TooManyOpenFilesError,
+    ProcessGoneError,
+    ResourceBusyError,
+    FormatError,
+    RingBufferLost,
+    MissingExtraError,
+)

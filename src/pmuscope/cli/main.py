@@ -1,0 +1,83 @@
+"""``pmuscope`` entry point: dispatches to one module per command.
+
+A command module under ``pmuscope.cli`` defines ``HELP`` (one line),
+``configure(parser)`` and ``run(args) -> int``. Errors derived from
+:class:`~pmuscope.errors.PmuscopeError` are printed as one clear message
+(no traceback unless ``-v``) and mapped to their ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from .. import __version__
+from ..errors import PmuscopeError
+
+#: command name -> module under pmuscope.cli (in the order `--help` lists them)
+COMMANDS: dict[str, str] = {
+    "list": "list_cmd",
+    "attr": "attr_cmd",
+    "doctor": "doctor_cmd",
+    "topology": "topology_cmd",
+    "stat": "stat_cmd",
+    "monitor": "monitor_cmd",
+}
+
+
+def _available_commands() -> dict[str, object]:
+    mods = {}
+    for name, modname in COMMANDS.items():
+        try:
+            mods[name] = importlib.import_module(f"{__package__}.{modname}")
+        except ModuleNotFoundError as err:
+            if err.name == f"{__package__}.{modname}":
+                continue  # command not built yet
+            raise
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pmuscope",
+        description="Observe a Linux machine through perf_event_open: count, sample, NUMA, microscopy, SPE.",
+    )
+    parser.add_argument("--version", action="version", version=f"pmuscope {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail; -vv shows tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, mod in _available_commands().items():
+        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        mod.configure(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except PmuscopeError as err:
+        if getattr(args, "verbose", 0) >= 2:
+            raise
+        print(f"pmuscope {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # output piped into `head`: not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def entry() -> None:
+    sys.exit(main())
