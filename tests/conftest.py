@@ -1,0 +1,84 @@
+"""Shared test helpers.
+
+- ``unit`` tests (tests/unit) need no kernel support; ``live`` tests
+  (tests/live) open real perf events and may run the real ``perf`` binary.
+- A test that needs what this machine lacks skips with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+#: real captures from other projects, kept beside the repository (../shared/fixtures)
+SHARED_FIXTURES = Path(os.environ.get("PMUSCOPE_SHARED_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(item.fspath)
+        if f"{os.sep}live{os.sep}" in path:
+            item.add_marker(pytest.mark.live)
+
+
+def event_opens(type_: int, config: int, **fields) -> str | None:
+    """None when the event opens here, else the reason it does not."""
+    from pmuscope.kernel import PerfEventFd, perf_event_attr
+    from pmuscope.errors import PmuscopeError
+
+    try:
+        PerfEventFd(perf_event_attr(type=type_, config=config, **fields), pid=0, cpu=-1).close()
+        return None
+    except PmuscopeError as err:
+        return str(err)
+
+
+_HW_REASON: list = []
+
+
+def hardware_pmu_reason() -> str | None:
+    """None when hardware events (cycles) open here, else why not."""
+    if not _HW_REASON:
+        _HW_REASON.append(event_opens(0, 0, exclude_kernel=1, exclude_hv=1))
+    return _HW_REASON[0]
+
+
+requires_pmu = pytest.mark.skipif(
+    "hardware_pmu_reason() is not None", reason="needs a hardware PMU (cycles does not open here)"
+)
+
+
+def requires_hardware_pmu():
+    reason = hardware_pmu_reason()
+    if reason is not None:
+        pytest.skip(f"needs a hardware PMU: {reason}")
+
+
+@pytest.fixture
+def perf_bin() -> str:
+    path = shutil.which("perf")
+    if not path:
+        pytest.skip("Linux perf is not installed (apt-get install linux-perf)")
+    try:
+        subprocess.run([path, "--version"], check=True, capture_output=True, timeout=30)
+    except Exception as err:  # perf wrapper without a matching binary
+        pytest.skip(f"Linux perf does not run here: {err}")
+    return path
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
+    return SHARED_FIXTURES
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return DATA
