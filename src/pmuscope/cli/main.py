@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "topology": "topology_cmd",
     "stat": "stat_cmd",
     "monitor": "monitor_cmd",
+    "observe": "observe_cmd",
 }
 
 

@@ -1,0 +1,408 @@
+"""The observer: a sampler thread that reads a target's counters at a fixed
+rate, SHIM-style, into preallocated numpy arrays.
+
+Each sample is bracketed by two ``CLOCK_MONOTONIC_RAW`` stamps (start ``Cs``
+before the first read, end ``Ce`` after the last), so :func:`dte_filter` can
+judge every period. The sampler thread pins itself to a CPU other than the
+observed one (SHIM's observer core) and measures its own cost with a
+task-clock counter on itself.
+
+Two loops: a Python loop (``os.readv`` into a numpy row) and, where the
+native helper is built, a C loop (``pmuscope._native.sample_loop``) that the
+observer picks when the Python loop cannot keep up with the asked rate (or
+when ``loop="native"``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import PmuscopeError
+from ..kernel import PerfEventFd, abi
+from .dte import DEFAULT_TOLERANCE, DteResult, dte_filter
+from .mmap_page import native_available
+
+try:
+    from .. import _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    _native = None
+
+_RAW = time.CLOCK_MONOTONIC_RAW
+_GROUP_FORMAT = abi.PERF_FORMAT_GROUP | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
+#: the Python loop is used up to this share of the period spent reading
+_PY_BUDGET = 0.5
+
+
+def _specs(events) -> list:
+    """Event strings or EventSpecs → EventSpecs."""
+    if isinstance(events, str):
+        from ..events import parse_events
+
+        return parse_events(events)
+    out = []
+    for ev in events:
+        if isinstance(ev, str):
+            from ..events import parse_events
+
+            out.extend(parse_events(ev))
+        else:
+            out.append(ev)
+    return out
+
+
+def _threads_of(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        from ..errors import ProcessGoneError
+
+        raise ProcessGoneError(f"pid {pid} does not exist (it exited?)", pid=pid) from None
+
+
+@dataclass
+class ObserveResult:
+    """What one observation produced: stamps, counter values, verdicts, costs."""
+
+    events: list[str]
+    #: (n, 2) int64: start and end stamps of each sample, CLOCK_MONOTONIC_RAW ns
+    stamps: np.ndarray
+    #: (n, nevents) uint64: cumulative counter values at each sample (summed over targets)
+    values: np.ndarray
+    time_enabled: np.ndarray
+    time_running: np.ndarray
+    dte: DteResult
+    rate_hz_requested: float
+    observer_task_clock_ns: int
+    wall_ns: int
+    path: str
+    late: int = 0
+    target: str = ""
+    slowdown: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        return int(self.stamps.shape[0])
+
+    @property
+    def rate_hz(self) -> float:
+        if self.samples < 2:
+            return 0.0
+        span = int(self.stamps[-1, 0] - self.stamps[0, 0])
+        return (self.samples - 1) * 1e9 / span if span > 0 else 0.0
+
+    @property
+    def observer_cpu_pct(self) -> float:
+        return 100.0 * self.observer_task_clock_ns / self.wall_ns if self.wall_ns else 0.0
+
+    def deltas(self) -> dict[str, np.ndarray]:
+        """Per-period columns: start/end stamps, period, each event's delta, trustable."""
+        cols: dict[str, np.ndarray] = {
+            "start_ns": self.stamps[1:, 0],
+            "end_ns": self.stamps[1:, 1],
+            "period_ns": np.diff(self.stamps[:, 0]),
+        }
+        d = np.diff(self.values.astype(np.int64), axis=0)
+        for i, name in enumerate(self.events):
+            cols[name] = d[:, i]
+        cols["time_enabled"] = np.diff(self.time_enabled.astype(np.int64))
+        cols["time_running"] = np.diff(self.time_running.astype(np.int64))
+        cols["trustable"] = self.dte.trustable
+        return cols
+
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "samples": self.samples,
+            "rate_hz": round(self.rate_hz, 1),
+            "rate_hz_requested": self.rate_hz_requested,
+            "trustable_fraction": round(self.dte.trustable_fraction, 4),
+            "untrustable": self.dte.untrustable,
+            "observer_cpu_pct": round(self.observer_cpu_pct, 2),
+            "path": self.path,
+            "late": self.late,
+            "events": self.events,
+            "target": self.target,
+        }
+        if self.slowdown is not None:
+            out["slowdown"] = round(self.slowdown, 4)
+        return out
+
+
+class Observer:
+    """Read ``events`` of one target at ``rate_hz`` for ``duration`` seconds.
+
+    Exactly one target: ``cpu`` (CPU-wide), ``pid`` (every thread of a
+    process at start) or ``tid`` (one thread). ``loop`` is ``"auto"``,
+    ``"python"`` or ``"native"``.
+    """
+
+    def __init__(
+        self,
+        events,
+        *,
+        cpu: int | None = None,
+        pid: int | None = None,
+        tid: int | None = None,
+        rate_hz: float = 1000.0,
+        duration: float = 1.0,
+        observer_cpu: int | None = None,
+        loop: str = "auto",
+        tolerance: float = DEFAULT_TOLERANCE,
+        stop: threading.Event | None = None,
+    ) -> None:
+        if sum(x is not None for x in (cpu, pid, tid)) != 1:
+            raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
+        if rate_hz <= 0 or duration <= 0:
+            raise PmuscopeError("observe: --rate and --duration must be positive")
+        if loop not in ("auto", "python", "native"):
+            raise PmuscopeError(f"observe: unknown loop {loop!r} (auto, python, native)")
+        if loop == "native" and not native_available():
+            raise PmuscopeError("observe: the native loop needs the C helper, which is not built here (no compiler at install?)")
+        self.specs = _specs(events)
+        if not self.specs:
+            raise PmuscopeError("observe: no events given")
+        self.cpu, self.pid, self.tid = cpu, pid, tid
+        self.rate_hz = float(rate_hz)
+        self.duration = float(duration)
+        self.loop = loop
+        self.tolerance = tolerance
+        self.observer_cpu = observer_cpu
+        #: set it to end the run early (the Python loop checks every 64 samples)
+        self.stop = stop
+        self.names = [s.name for s in self.specs]
+        self._groups: list[list[PerfEventFd]] = []
+
+    # -- setup
+    def _open(self) -> None:
+        if self.cpu is not None:
+            targets = [(-1, self.cpu)]
+        elif self.tid is not None:
+            targets = [(self.tid, -1)]
+        else:
+            targets = [(t, -1) for t in _threads_of(self.pid)]
+        try:
+            for pid, cpu in targets:
+                group: list[PerfEventFd] = []
+                for i, spec in enumerate(self.specs):
+                    attr = spec.attr.copy()
+                    attr.read_format = _GROUP_FORMAT
+                    attr.disabled = 1 if i == 0 else 0
+                    attr.inherit = 0
+                    try:
+                        group.append(PerfEventFd(attr, pid=pid, cpu=cpu, group=group[0] if group else None, event=spec.name))
+                    except PmuscopeError:
+                        for fd in group:
+                            fd.close()
+                        raise
+                self._groups.append(group)
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for group in self._groups:
+            for fd in reversed(group):
+                fd.close()
+        self._groups = []
+
+    def _pick_observer_cpu(self) -> int | None:
+        if self.observer_cpu is not None:
+            return self.observer_cpu
+        allowed = sorted(os.sched_getaffinity(0))
+        others = [c for c in allowed if c != self.cpu]
+        return (others or allowed)[-1] if allowed else None
+
+    # -- run
+    def run(self) -> ObserveResult:
+        self._open()
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> ObserveResult:
+        nev = len(self.specs)
+        ngroups = len(self._groups)
+        words = 3 + nev
+        size = words * 8
+        n = max(2, int(round(self.rate_hz * self.duration)) + 1)
+        period_ns = int(round(1e9 / self.rate_hz))
+        raw = np.zeros((n, ngroups, words), dtype=np.uint64)
+        stamps = np.zeros((n, 2), dtype=np.int64)
+        state: dict[str, object] = {}
+
+        def sampler() -> None:
+            try:
+                cpu = self._pick_observer_cpu()
+                if cpu is not None:
+                    os.sched_setaffinity(0, {cpu})
+                own = PerfEventFd(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.TASK_CLOCK), pid=0, event="task-clock")
+                for group in self._groups:
+                    group[0].enable(group=True)
+                use_native = self._decide_native(size)
+                t0 = time.clock_gettime_ns(_RAW)
+                if use_native:
+                    taken, late = self._native_loop(raw, stamps, n, size, period_ns)
+                    state["path"] = "native"
+                else:
+                    taken, late = self._python_loop(raw, stamps, n, size, period_ns)
+                    state["path"] = "read"
+                wall = time.clock_gettime_ns(_RAW) - t0
+                for group in self._groups:
+                    group[0].disable(group=True)
+                state.update(taken=taken, late=late, wall=wall, own=struct.unpack("=Q", own.read(8))[0])
+                own.close()
+            except BaseException as err:  # re-raised in the caller's thread
+                state["error"] = err
+
+        thread = threading.Thread(target=sampler, name="pmuscope-observer", daemon=True)
+        thread.start()
+        thread.join()
+        if "error" in state:
+            raise state["error"]  # type: ignore[misc]
+        taken = int(state["taken"])  # type: ignore[arg-type]
+        raw = raw[:taken]
+        stamps = stamps[:taken]
+        values = raw[:, :, 3:].sum(axis=1, dtype=np.uint64)
+        ena = raw[:, :, 1].sum(axis=1, dtype=np.uint64)
+        run = raw[:, :, 2].sum(axis=1, dtype=np.uint64)
+        target = f"cpu {self.cpu}" if self.cpu is not None else (f"tid {self.tid}" if self.tid is not None else f"pid {self.pid}")
+        return ObserveResult(
+            events=self.names,
+            stamps=stamps,
+            values=values,
+            time_enabled=ena,
+            time_running=run,
+            dte=dte_filter(stamps[:, 0], stamps[:, 1], self.tolerance),
+            rate_hz_requested=self.rate_hz,
+            observer_task_clock_ns=int(state["own"]),  # type: ignore[arg-type]
+            wall_ns=int(state["wall"]),  # type: ignore[arg-type]
+            path=str(state["path"]),
+            late=int(state["late"]),  # type: ignore[arg-type]
+            target=target,
+        )
+
+    def _decide_native(self, size: int) -> bool:
+        if self.loop == "python":
+            return False
+        if self.loop == "native":
+            return True
+        if not native_available() or len(self._groups) != 1:
+            return False
+        # calibrate: cost of one Python-loop iteration against the period
+        fd = self._groups[0][0].fd
+        buf = bytearray(size)
+        reps = 200
+        t = time.perf_counter_ns()
+        for _ in range(reps):
+            time.clock_gettime_ns(_RAW)
+            os.readv(fd, [buf])
+            time.clock_gettime_ns(_RAW)
+        per = (time.perf_counter_ns() - t) / reps
+        return per > _PY_BUDGET * 1e9 / self.rate_hz
+
+    def _python_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int) -> tuple[int, int]:
+        ngroups = raw.shape[1]
+        mv = memoryview(raw.reshape(-1).view(np.uint8))
+        fds = [g[0].fd for g in self._groups]
+        clock = time.clock_gettime_ns
+        mono = time.CLOCK_MONOTONIC
+        readv = os.readv
+        sleep = time.sleep
+        row = ngroups * size
+        late = 0
+        stop = self.stop
+        start = clock(mono)
+        for i in range(n):
+            if stop is not None and not i & 63 and stop.is_set():
+                return i, late
+            deadline = start + i * period_ns
+            now = clock(mono)
+            if now < deadline:
+                wait = deadline - now
+                if wait > 200_000:  # sleep, then spin the last 150 us
+                    sleep((wait - 150_000) / 1e9)
+                while clock(mono) < deadline:
+                    pass
+            elif i and now - deadline > period_ns:
+                late += 1
+            base = i * row
+            stamps[i, 0] = clock(_RAW)
+            for g, fd in enumerate(fds):
+                off = base + g * size
+                if readv(fd, [mv[off:off + size]]) != size:
+                    return i, late
+            stamps[i, 1] = clock(_RAW)
+        return n, late
+
+    def _native_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int) -> tuple[int, int]:
+        taken, late = _native.sample_loop(self._groups[0][0].fd, size, n, period_ns, stamps, raw)
+        return int(taken), int(late)
+
+
+def observe(events, **kwargs) -> ObserveResult:
+    """Run an :class:`Observer` and return its result."""
+    return Observer(events, **kwargs).run()
+
+
+def write_series(result: ObserveResult, path: str, fmt: str | None = None) -> str:
+    """Write the per-period series as Parquet, CSV or npz (by extension or ``fmt``)."""
+    fmt = fmt or os.path.splitext(path)[1].lstrip(".").lower() or "csv"
+    cols = result.deltas()
+    if fmt == "npz":
+        np.savez(path, **cols)
+    elif fmt == "csv":
+        names = list(cols)
+        data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
+        np.savetxt(path, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
+    elif fmt == "parquet":
+        from ..errors import require
+
+        pa = require("pyarrow", "parquet", "Parquet output")
+        import pyarrow.parquet as pq
+
+        table = pa.table({k: v for k, v in cols.items()})
+        table = table.replace_schema_metadata({"pmuscope": str(result.summary())})
+        pq.write_table(table, path)
+    else:
+        raise PmuscopeError(f"unknown output format {fmt!r}: use .parquet, .csv or .npz")
+    return path
+
+
+def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -> ObserveResult:
+    """Run ``cmd`` once alone and once observed (all its threads at start);
+    the result's ``slowdown`` is observed wall time / baseline wall time."""
+    import subprocess
+
+    t = time.perf_counter()
+    subprocess.run(list(cmd), check=False)
+    base = time.perf_counter() - t
+    done = threading.Event()
+    ended: list[float] = []
+    t = time.perf_counter()
+    proc = subprocess.Popen(list(cmd))
+
+    def waiter() -> None:
+        proc.wait()
+        ended.append(time.perf_counter())
+        done.set()
+
+    threading.Thread(target=waiter, daemon=True).start()
+    kwargs.pop("duration", None)
+    # the run ends when the command exits (checked by the Python loop)
+    kwargs["loop"] = "python"
+    try:
+        result = Observer(events, pid=proc.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done, **kwargs).run()
+    finally:
+        done.wait()
+    observed = ended[0] - t
+    result.slowdown = observed / base if base > 0 else None
+    result.extra.update(baseline_s=base, observed_s=observed)
+    return result
