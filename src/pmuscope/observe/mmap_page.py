@@ -132,6 +132,9 @@ class MmapCounter:
         self._map = mmap.mmap(self.fd.fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._addr = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
         self._buf = bytearray(24)
+        #: measured ns per read of each usable path, when ``prefer="auto"`` had to choose
+        self.calibration: dict[str, float] = {}
+        self.path = "read"
         self.path = self._choose(prefer)
 
     def page(self) -> abi.perf_event_mmap_page:
@@ -144,11 +147,27 @@ class MmapCounter:
         p = self.page()
         usable = bool(p.cap_user_rdpmc and p.index)
         if usable and native_rdpmc_available():
-            if prefer in ("auto", "rdpmc"):
-                return "rdpmc"
-            if prefer == "mmap":
-                return "mmap"
+            if prefer == "auto":
+                # why: under a hypervisor that traps RDPMC (KVM's vPMU) a user-space
+                # read costs a VM exit and is slower than read(2): measure, don't assume
+                self.calibration = self._calibrate()
+                return min(self.calibration, key=self.calibration.__getitem__)
+            if prefer in ("rdpmc", "mmap"):
+                return prefer
         return "read"
+
+    def _calibrate(self, reps: int = 300) -> dict[str, float]:
+        import time
+
+        costs: dict[str, float] = {}
+        for path in ("rdpmc", "read"):
+            self.path = path
+            self.read()
+            t = time.perf_counter_ns()
+            for _ in range(reps):
+                self.read()
+            costs[path] = (time.perf_counter_ns() - t) / reps
+        return costs
 
     def read(self) -> tuple[int, int, int]:
         if self.path == "rdpmc":
@@ -203,6 +222,10 @@ def explain() -> dict[str, object]:
         p = c.page()
         info.update(cycles_path=c.path, cap_user_rdpmc=bool(p.cap_user_rdpmc), index=p.index,
                     cap_user_time=bool(p.cap_user_time), pmc_width=p.pmc_width)
+        if c.calibration:
+            info["calibration_ns"] = {k: round(v) for k, v in c.calibration.items()}
+            if c.path == "read":
+                info["reason"] = "rdpmc works here but is slower than read() (the hypervisor traps RDPMC): using read()"
         c.close()
     except Exception as err:  # no PMU, no permission: the reason is the answer
         info["cycles_path"] = "read"
