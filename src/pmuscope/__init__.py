@@ -17,3 +17,5 @@ from .errors import (  # noqa: E402
     RingBufferLost,
     MissingExtraError,
 )
+
+from .counting import count, Counter, Counts, EventCount, Workload  # noqa: E402

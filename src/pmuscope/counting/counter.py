@@ -1,0 +1,502 @@
+"""Counting sessions: open one fd per (event, cpu, thread), enable, read, scale.
+
+The object model follows libperf: every evsel has an fd grid ``[cpu_idx][thread_idx]``;
+a ``{group}`` is opened with the leader's fd at the same cell as ``group_fd`` and read
+with one ``read()`` of ``PERF_FORMAT_GROUP|ID|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING``
+per cell; an event outside a group is read alone (``ENA|RUN|ID``). Each read layout has
+a precompiled :class:`struct.Struct`, and :meth:`Counter.read` does nothing per read but
+``os.read`` + ``unpack`` per cell: decoding into arrays happens lazily in
+:class:`~pmuscope.counting.results.Counts`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from typing import Iterable, Sequence
+
+from .. import errors
+from ..events.spec import EventSpec
+from ..kernel import abi
+from ..kernel import syscall as _sys
+from .results import Counts, Layout
+
+_now = time.monotonic_ns
+
+#: seams for tests (a FakeKernel replaces these; the open seam is
+#: ``pmuscope.kernel.syscall._open_hook``)
+_read = os.read
+_close = os.close
+_ioctl = _sys.ioctl
+
+GROUP_READ_FORMAT = (
+    abi.PERF_FORMAT_GROUP | abi.PERF_FORMAT_ID | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
+)
+SINGLE_READ_FORMAT = abi.PERF_FORMAT_ID | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
+
+#: ``{ u64 value; u64 time_enabled; u64 time_running; u64 id; }``
+SINGLE_STRUCT = struct.Struct("=QQQQ")
+_GROUP_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def group_struct(nr: int) -> struct.Struct:
+    """``{ u64 nr; u64 time_enabled; u64 time_running; { u64 value; u64 id; } cntr[nr]; }``"""
+    st = _GROUP_STRUCTS.get(nr)
+    if st is None:
+        st = _GROUP_STRUCTS[nr] = struct.Struct("=" + "Q" * (3 + 2 * nr))
+    return st
+
+
+# --- targets -----------------------------------------------------------------
+
+def online_cpus(sysfs: str = "/sys") -> list[int]:
+    try:
+        with open(os.path.join(sysfs, "devices/system/cpu/online")) as f:
+            return parse_cpu_list(f.read())
+    except OSError:
+        return list(range(os.cpu_count() or 1))
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """``"0-3,6"`` → ``[0, 1, 2, 3, 6]`` (the kernel's cpulist format)."""
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                cpus.update(range(int(lo), int(hi) + 1))
+            else:
+                cpus.add(int(part))
+        except ValueError:
+            raise errors.PmuscopeError(f"bad CPU list {text!r}: expected e.g. '0-3,6'") from None
+    return sorted(cpus)
+
+
+def process_threads(pid: int, procfs: str = "/proc") -> list[int]:
+    """The tids of ``pid`` (``/proc/PID/task``), sorted."""
+    try:
+        return sorted(int(t) for t in os.listdir(os.path.join(procfs, str(pid), "task")))
+    except FileNotFoundError:
+        raise errors.ProcessGoneError(f"no process {pid} (/proc/{pid}/task does not exist)", pid=pid) from None
+
+
+def cgroup_dir(name: str, mounts: str = "/proc/mounts") -> str:
+    """Path of cgroup ``name`` in the perf_event hierarchy: cgroup v1's
+    ``perf_event`` controller if mounted, else the cgroup2 mount."""
+    if os.path.isabs(name) and os.path.isdir(name):
+        return name
+    v1 = v2 = None
+    try:
+        with open(mounts) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 4:
+                    continue
+                if parts[2] == "cgroup" and "perf_event" in parts[3].split(","):
+                    v1 = parts[1]
+                elif parts[2] == "cgroup2" and v2 is None:
+                    v2 = parts[1]
+    except OSError:
+        pass
+    root = v1 or v2
+    if root is None:
+        raise errors.PmuscopeError("no perf_event cgroup hierarchy is mounted (neither cgroup v1 perf_event nor cgroup2)")
+    path = os.path.join(root, name.lstrip("/"))
+    if not os.path.isdir(path):
+        raise errors.PmuscopeError(f"cgroup {name!r} not found: {path} is not a directory", cgroup=name)
+    return path
+
+
+# --- evsels ------------------------------------------------------------------
+
+_CLOCK = {abi.PerfSwId.CPU_CLOCK, abi.PerfSwId.TASK_CLOCK}
+
+
+class Evsel:
+    """One event of a session: its spec, display scale/unit and fd grid."""
+
+    __slots__ = ("index", "spec", "name", "scale", "unit", "group", "leader", "supported", "error", "fds")
+
+    def __init__(self, index: int, spec: EventSpec, group: int, leader: bool) -> None:
+        self.index = index
+        self.spec = spec
+        self.name = spec.name
+        self.scale = spec.scale
+        self.unit = spec.unit
+        # perf prints the clock events in msec (evsel__init: evsel__is_clock)
+        if not self.unit and self.scale == 1.0 and spec.attr.type == abi.PERF_TYPE_SOFTWARE and spec.attr.config in _CLOCK:
+            self.scale, self.unit = 1e-6, "msec"
+        self.group = group
+        self.leader = leader
+        self.supported = True
+        self.error: str | None = None
+        self.fds: list[list[int]] = []
+
+    def __repr__(self) -> str:
+        return f"Evsel({self.name!r}, group={self.group}, leader={self.leader}, supported={self.supported})"
+
+
+def _parse(events: str | EventSpec | Iterable[str | EventSpec]) -> list[EventSpec]:
+    if isinstance(events, EventSpec):
+        return [events]
+    if isinstance(events, str):
+        from .. import events as _events
+
+        parse = getattr(_events, "parse_events", None)
+        if parse is None:
+            raise errors.PmuscopeError("event parsing is not available in this build; pass EventSpec objects")
+        return list(parse(events))
+    out: list[EventSpec] = []
+    for ev in events:
+        out.extend(_parse(ev))
+    return out
+
+
+class Counter:
+    """A counting session over events × CPUs × threads.
+
+    Use :func:`count` to make one. ``start()`` opens (if needed) and enables,
+    ``stop()`` disables, ``reset()`` zeroes, ``read()`` returns
+    :class:`~pmuscope.counting.results.Counts`; ``close()`` releases the fds.
+    As a context manager it starts on entry and stops and closes on exit
+    (``counter.last`` then holds the final read).
+    """
+
+    def __init__(
+        self,
+        events,
+        pid: int | Sequence[int] | None = None,
+        tid: int | Sequence[int] | None = None,
+        cpus: str | int | Sequence[int] | None = None,
+        inherit: bool = True,
+        cgroup: str | None = None,
+        *,
+        command: Sequence[str] | None = None,
+        workload: "Workload | None" = None,
+        system_wide: bool = False,
+        tolerate_unsupported: bool = False,
+        procfs: str = "/proc",
+        sysfs: str = "/sys",
+    ) -> None:
+        from .workload import Workload
+
+        specs = _parse(events)
+        if not specs:
+            raise errors.PmuscopeError("no events to count")
+        if command is not None:
+            if workload is not None:
+                raise errors.PmuscopeError("give either command= or workload=, not both")
+            workload = Workload(list(command))
+        self.workload = workload
+        self.inherit = inherit
+        self.tolerate_unsupported = tolerate_unsupported
+        self.procfs, self.sysfs = procfs, sysfs
+        self.cgroup = cgroup
+        self._cgroup_fd = -1
+
+        # targets: cpus × threads (libperf's cpu map and thread map)
+        if isinstance(cpus, str):
+            cpu_list = online_cpus(sysfs) if cpus in ("all", "") else parse_cpu_list(cpus)
+        elif isinstance(cpus, int):
+            cpu_list = [cpus]
+        elif cpus is not None:
+            cpu_list = sorted(set(int(c) for c in cpus))
+        else:
+            cpu_list = None
+        n_targets = sum(x is not None for x in (pid, tid, workload, cgroup))
+        if n_targets > 1:
+            raise errors.PmuscopeError("give only one of pid=, tid=, command=/workload=, cgroup=")
+        if workload is not None:
+            threads = [workload.pid]
+        elif pid is not None:
+            pids = [pid] if isinstance(pid, int) else list(pid)
+            threads = []
+            for p in pids:
+                threads.extend(process_threads(int(p), procfs))
+        elif tid is not None:
+            threads = [tid] if isinstance(tid, int) else [int(t) for t in tid]
+        elif cgroup is not None or system_wide or cpu_list is not None:
+            threads = [-1]
+            if cpu_list is None:
+                cpu_list = online_cpus(sysfs)
+        else:
+            threads = [0]  # the calling thread (and, with inherit, what it starts)
+        self.system_wide = threads == [-1]
+        self.cpus: list[int] = cpu_list if cpu_list is not None else [-1]
+        self.threads: list[int] = threads
+
+        # evsels and groups
+        self.evsels: list[Evsel] = []
+        self.groups: list[list[Evsel]] = []
+        by_group: dict[int, list[Evsel]] = {}
+        for i, spec in enumerate(specs):
+            if spec.group is not None and spec.group in by_group:
+                ev = Evsel(i, spec, by_group[spec.group][0].group, False)
+                by_group[spec.group].append(ev)
+            else:
+                ev = Evsel(i, spec, len(self.groups), True)
+                members = [ev]
+                self.groups.append(members)
+                if spec.group is not None:
+                    by_group[spec.group] = members
+            self.evsels.append(ev)
+        self._is_group = [len(g) > 1 or g[0].spec.group is not None for g in self.groups]
+        self._units: list[tuple] = []
+        self._leader_fds: list[int] = []
+        self._opened = False
+        self._enabled = False
+        self.start_ns = 0
+        self.last = None
+
+    # -- open / close -------------------------------------------------------
+    def _attr_for(self, ev: Evsel, grouped: bool) -> abi.perf_event_attr:
+        attr = ev.spec.attr.copy()
+        attr.read_format = GROUP_READ_FORMAT if grouped else SINGLE_READ_FORMAT
+        attr.sample_period = 0
+        attr.freq = 0
+        attr.sample_type = 0
+        # leaders start disabled; members follow their leader (perf stat does the same)
+        attr.disabled = 1 if ev.leader else 0
+        attr.inherit = 1 if (self.inherit and not self.system_wide) else 0
+        attr.enable_on_exec = 1 if (self.workload is not None and ev.leader) else 0
+        return attr
+
+    def open(self) -> "Counter":
+        """Open every fd (idempotent). Unsupported events raise
+        :class:`~pmuscope.errors.EventNotSupportedError` unless the counter
+        tolerates them (``pmuscope stat``), which marks them ``<not supported>``."""
+        if self._opened:
+            return self
+        flags = abi.PERF_FLAG_FD_CLOEXEC
+        if self.cgroup is not None:
+            path = cgroup_dir(self.cgroup)
+            self._cgroup_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            flags |= abi.PERF_FLAG_PID_CGROUP
+            if self.cpus == [-1]:
+                raise errors.PmuscopeError("cgroup counting needs CPUs (the kernel requires cpu >= 0)")
+        attrs = {}
+        for gi, group in enumerate(self.groups):
+            for ev in group:
+                attrs[ev.index] = self._attr_for(ev, self._is_group[gi])
+                ev.fds = [[-1] * len(self.threads) for _ in self.cpus]
+        try:
+            dropped: list[int] = []
+            for ci, cpu in enumerate(self.cpus):
+                for ti, thread in enumerate(self.threads):
+                    if ti in dropped:
+                        continue
+                    pid = self._cgroup_fd if self.cgroup is not None else thread
+                    try:
+                        for ev in self.evsels:
+                            self._open_one(ev, attrs, ci, ti, pid, cpu, flags)
+                    except errors.ProcessGoneError:
+                        if len(self.threads) > 1 and self.workload is None:
+                            # a thread exited between /proc/PID/task and the open: drop it
+                            for ev in self.evsels:
+                                for row in ev.fds:
+                                    if row[ti] >= 0:
+                                        _close(row[ti])
+                                        row[ti] = -1
+                            dropped.append(ti)
+                            continue
+                        raise
+            if dropped:
+                keep = [ti for ti in range(len(self.threads)) if ti not in dropped]
+                self.threads = [self.threads[ti] for ti in keep]
+                for ev in self.evsels:
+                    ev.fds = [[row[ti] for ti in keep] for row in ev.fds]
+        except BaseException:
+            self._close_fds()
+            raise
+        self._build_units()
+        self._opened = True
+        return self
+
+    def _open_one(self, ev: Evsel, attrs: dict, ci: int, ti: int, pid: int, cpu: int, flags: int) -> None:
+        if not ev.supported:
+            return
+        group_fd = -1
+        if not ev.leader:
+            leader = self.groups[ev.group][0]
+            if not leader.supported:
+                ev.supported = False
+                ev.error = f"group leader {leader.name} is not supported"
+                return
+            group_fd = leader.fds[ci][ti]
+        attr = attrs[ev.index]
+        try:
+            fd = _sys.perf_event_open(attr, pid, cpu, group_fd, flags, event=ev.name)
+        except errors.PermissionDeniedError:
+            # perf's evsel__fallback: without the right to count the kernel, count user space
+            if attr.exclude_kernel or self.system_wide:
+                raise
+            attr.exclude_kernel = 1
+            attr.exclude_hv = 1
+            fd = _sys.perf_event_open(attr, pid, cpu, group_fd, flags, event=ev.name)
+            if not ev.name.endswith(":u"):
+                ev.name += ":u"
+        except errors.EventNotSupportedError as err:
+            if not self.tolerate_unsupported or (ci, ti) != (0, 0):
+                raise
+            ev.supported = False
+            ev.error = str(err)
+            return
+        except errors.InvalidAttrError as err:
+            if group_fd >= 0:
+                names = ",".join(e.name for e in self.groups[ev.group])
+                raise errors.InvalidAttrError(
+                    f"the group {{{names}}} cannot be opened together ({err.message}); "
+                    "the PMU may have fewer counters than the group has events: split the group",
+                    event=ev.name,
+                ) from err
+            raise
+        ev.fds[ci][ti] = fd
+
+    def _build_units(self) -> None:
+        """Precompute the read plan: (fd, size, unpack, gi, ci, ti) per cell."""
+        units = []
+        leader_fds = []
+        for gi, group in enumerate(self.groups):
+            leader = group[0]
+            if not leader.supported:
+                continue
+            members = [ev for ev in group if ev.supported]
+            grouped = self._is_group[gi]
+            st = group_struct(len(members)) if grouped else SINGLE_STRUCT
+            for ci in range(len(self.cpus)):
+                for ti in range(len(self.threads)):
+                    fd = leader.fds[ci][ti]
+                    if fd < 0:
+                        continue
+                    units.append((fd, st.size, st.unpack, gi, ci, ti))
+                    leader_fds.append(fd)
+        self._units = units
+        self._read_plan = [(fd, size, unpack) for fd, size, unpack, *_ in units]
+        self._leader_fds = leader_fds
+        self._unit_index = [(gi, ci, ti) for _, _, _, gi, ci, ti in units]
+        self._members = [[ev.index for ev in g if ev.supported] for g in self.groups]
+        self._grouped = self._is_group
+        self.layout = Layout.from_counter(self)
+
+    def _close_fds(self) -> None:
+        for ev in self.evsels:
+            for row in ev.fds:
+                for i, fd in enumerate(row):
+                    if fd >= 0:
+                        try:
+                            _close(fd)
+                        except OSError:
+                            pass
+                        row[i] = -1
+        if self._cgroup_fd >= 0:
+            os.close(self._cgroup_fd)
+            self._cgroup_fd = -1
+
+    def close(self) -> None:
+        """Close every fd (a workload still corked is killed)."""
+        self._close_fds()
+        self._opened = False
+        self._units = []
+        self._read_plan = []
+        if self.workload is not None and not self.workload.started:
+            self.workload.cancel()
+
+    # -- control ------------------------------------------------------------
+    def _ioctl_all(self, request: int, arg: int) -> None:
+        for fd in self._leader_fds:
+            _ioctl(fd, request, arg)
+
+    def start(self) -> "Counter":
+        """Open if needed and enable counting. With a workload, release it:
+        its counters enable themselves at exec (``enable_on_exec``)."""
+        self.open()
+        self.start_ns = time.monotonic_ns()
+        if self.workload is not None:
+            if not self.workload.started:
+                self.workload.start()
+            else:
+                self._ioctl_all(abi.PERF_EVENT_IOC_ENABLE, abi.PERF_IOC_FLAG_GROUP)
+        else:
+            self._ioctl_all(abi.PERF_EVENT_IOC_ENABLE, abi.PERF_IOC_FLAG_GROUP)
+        self._enabled = True
+        return self
+
+    def stop(self) -> None:
+        """Disable counting (values are kept; ``read()`` still works)."""
+        if self._opened:
+            self._ioctl_all(abi.PERF_EVENT_IOC_DISABLE, abi.PERF_IOC_FLAG_GROUP)
+        self._enabled = False
+
+    def reset(self) -> None:
+        """Zero every counter (values and, for new reads, the delta base)."""
+        if self._opened:
+            self._ioctl_all(abi.PERF_EVENT_IOC_RESET, abi.PERF_IOC_FLAG_GROUP)
+        self.start_ns = time.monotonic_ns()
+
+    def read(self):
+        """Read every counter now: one ``read()`` per group and cell.
+
+        Returns :class:`~pmuscope.counting.results.Counts` (decoded lazily)."""
+        read = _read
+        raws = [unpack(read(fd, size)) for fd, size, unpack in self._read_plan]
+        self.last = c = Counts(self.layout, raws, _now(), self.start_ns)
+        return c
+
+    def read_raw(self) -> list[tuple]:
+        """The unpacked read() tuples, one per read unit (the leanest read)."""
+        read = _read
+        return [unpack(read(fd, size)) for fd, size, unpack in self._read_plan]
+
+    def wait(self) -> int:
+        """Wait for the workload to exit; returns its exit status (128+N if killed by signal N)."""
+        if self.workload is None:
+            raise errors.PmuscopeError("this counter has no workload to wait for")
+        return self.workload.wait()
+
+    # -- context manager ----------------------------------------------------
+    def __enter__(self) -> "Counter":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._opened:
+                self.stop()
+                self.last = self.read()
+        finally:
+            self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._close_fds()
+        except Exception:
+            pass
+
+    @property
+    def names(self) -> list[str]:
+        return [ev.name for ev in self.evsels]
+
+    @property
+    def fd_count(self) -> int:
+        return sum(1 for ev in self.evsels for row in ev.fds for fd in row if fd >= 0)
+
+    def __repr__(self) -> str:
+        return f"Counter({self.names}, cpus={self.cpus}, threads={self.threads})"
+
+
+def count(
+    events,
+    pid: int | Sequence[int] | None = None,
+    tid: int | Sequence[int] | None = None,
+    cpus: str | int | Sequence[int] | None = None,
+    inherit: bool = True,
+    cgroup: str | None = None,
+    **kwargs,
+) -> Counter:
+    """Count ``events`` (an event string like ``"task-clock,{cycles,instructions}"``
+    or EventSpecs). See :mod:`pmuscope.counting` for the targets."""
+    return Counter(events, pid=pid, tid=tid, cpus=cpus, inherit=inherit, cgroup=cgroup, **kwargs)

@@ -1,0 +1,203 @@
+"""Derived metrics as data: perf stat's shadow metrics in one table.
+
+Each :class:`Metric` names the event row it is printed on (``on``), a formula over
+event names, and its unit. In formulas an event name is written with ``_`` for
+``-`` (``branch_misses``); two pseudo-inputs exist:
+
+- ``duration_time``: wall-clock nanoseconds of the measurement (perf's event of that name);
+- ``nsecs``: ``task-clock`` or, failing that, ``cpu-clock`` (perf's STAT_NSECS).
+
+Formulas use ``+ - * /``, numbers, ``min``/``max``. A metric whose inputs are
+missing, unsupported or not counted, or whose divisor is 0, is *absent* with the
+reason; it is never computed as a division by zero. ``on="*"`` rows apply to every
+event without a metric of its own (perf's generic ``/sec`` rate). A ``rate`` unit
+(``/sec``) gets perf's K/M/G prefix (``convert_unit_double``).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass, field
+from typing import Mapping
+
+_FUNCS = {"max": max, "min": min}
+
+
+def _names(formula: str) -> list[str]:
+    tree = ast.parse(formula, mode="eval")
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in _FUNCS:
+            name = node.id if node.id in ("duration_time", "nsecs", "event") else node.id.replace("_", "-")
+            if name not in out:
+                out.append(name)
+    return out
+
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    formula: str
+    unit: str
+    on: str
+    #: printf-style format perf uses for the value
+    fmt: str = "%8.3f"
+    #: shown by `pmuscope stat` (False: Python API only)
+    show: bool = True
+    #: a ``/sec`` rate scaled to K/M/G like perf
+    rate: bool = False
+    inputs: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            object.__setattr__(self, "inputs", tuple(_names(self.formula)))
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("CPUs utilized", "task_clock / duration_time", "CPUs utilized", on="task-clock"),
+    Metric("CPUs utilized", "cpu_clock / duration_time", "CPUs utilized", on="cpu-clock"),
+    Metric("GHz", "cycles / nsecs", "GHz", on="cycles"),
+    Metric("IPC", "instructions / cycles", "insn per cycle", on="instructions", fmt="%7.2f "),
+    Metric("stalled cycles per insn", "max(stalled_cycles_frontend, stalled_cycles_backend) / instructions",
+           "stalled cycles per insn", on="instructions", fmt="%7.2f "),
+    Metric("CPI", "cycles / instructions", "cycles per insn", on="instructions", fmt="%7.2f ", show=False),
+    Metric("branch-miss %", "100 * branch_misses / branches", "of all branches", on="branch-misses", fmt="%7.2f%%"),
+    Metric("cache-miss %", "100 * cache_misses / cache_references", "of all cache refs", on="cache-misses",
+           fmt="%7.2f%%"),
+    Metric("frontend stall %", "100 * stalled_cycles_frontend / cycles", "frontend cycles idle",
+           on="stalled-cycles-frontend", fmt="%7.2f%%"),
+    Metric("backend stall %", "100 * stalled_cycles_backend / cycles", "backend cycles idle",
+           on="stalled-cycles-backend", fmt="%7.2f%%"),
+    Metric("page-fault rate", "page_faults * 1e9 / nsecs", "/sec", on="page-faults", rate=True),
+    Metric("rate", "event * 1e9 / nsecs", "/sec", on="*", rate=True),
+)
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+_TREES: dict[str, ast.Expression] = {}
+
+
+class _Absent(Exception):
+    pass
+
+
+def _eval(node: ast.AST, env: Mapping[str, float | None]) -> float:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body, env)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return float(node.value)
+    if isinstance(node, ast.Name):
+        return env[node.id]  # type: ignore[return-value]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, env)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(node.op, ast.Div) and right == 0:
+            raise _Absent(f"divisor {ast.unparse(node.right)} is 0")
+        return _OPS[type(node.op)](left, right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+        args = [a for a in node.args if not (isinstance(a, ast.Name) and env.get(a.id) is None)]
+        if not args:
+            raise _Absent("none of " + ", ".join(ast.unparse(a) for a in node.args) + " was counted")
+        return _FUNCS[node.func.id](*(_eval(a, env) for a in args))
+    raise ValueError(f"unsupported formula element {ast.unparse(node)!r}")
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """A derived metric: ``value`` None means absent, ``reason`` says why."""
+
+    metric: Metric
+    value: float | None
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.metric.name
+
+    @property
+    def unit(self) -> str:
+        """The unit, with perf's K/M/G prefix on rates."""
+        return self.scaled()[1]
+
+    def scaled(self) -> tuple[float | None, str]:
+        """(value, unit) with perf's convert_unit_double for rates."""
+        if self.value is None or not self.metric.rate:
+            return self.value, self.metric.unit
+        v = self.value
+        for limit, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+            if v > limit:
+                return v / limit, prefix + self.metric.unit
+        return v, self.metric.unit
+
+
+def _base(name: str) -> str:
+    return name.split(":", 1)[0]
+
+
+def evaluate(counts: Mapping[str, object], duration_ns: float, table: tuple[Metric, ...] = METRICS,
+             *, all_metrics: bool = False) -> dict[str, list[MetricValue]]:
+    """Evaluate ``table`` over ``counts`` (``{event name: EventCount}``).
+
+    Returns ``{event name: [MetricValue, ...]}`` for every event that has
+    metrics; absent metrics are included with their reason. ``all_metrics``
+    also evaluates rows with ``show=False``."""
+    env: dict[str, float | None] = {}
+    why: dict[str, str] = {}
+    by_base: dict[str, str] = {}
+    for name, ev in counts.items():
+        base = _base(name)
+        by_base.setdefault(base, name)
+        key = base.replace("-", "_")
+        if not getattr(ev, "supported", True):
+            env[key], why[key] = None, f"{base} is not supported"
+        elif not getattr(ev, "counted", True):
+            env[key], why[key] = None, f"{base} was not counted"
+        else:
+            env[key] = float(getattr(ev, "scaled", ev))
+    env["duration_time"] = float(duration_ns) if duration_ns else None
+    why["duration_time"] = "no elapsed time"
+    env["nsecs"] = env.get("task_clock") if env.get("task_clock") is not None else env.get("cpu_clock")
+    why["nsecs"] = "needs task-clock or cpu-clock"
+
+    out: dict[str, list[MetricValue]] = {}
+    specific = {m.on for m in table if m.on != "*"}
+    for m in table:
+        if not (m.show or all_metrics):
+            continue
+        targets = [b for b in by_base if b not in specific] if m.on == "*" else ([m.on] if m.on in by_base else [])
+        for base in targets:
+            local = dict(env)
+            local["event"] = env.get(base.replace("-", "_"))
+            tree = _TREES.get(m.formula) or _TREES.setdefault(m.formula, ast.parse(m.formula, mode="eval"))
+            reasons = []
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Name) or node.id in _FUNCS or _inside_call(tree, node.id):
+                    continue
+                if node.id not in local:
+                    reasons.append(f"needs {node.id.replace('_', '-')} (not measured)")
+                elif local[node.id] is None:
+                    reasons.append(why.get(node.id, f"{node.id.replace('_', '-')} was not counted"))
+            for node in ast.walk(tree):  # optional max()/min() arguments
+                if isinstance(node, ast.Name) and node.id not in local:
+                    local[node.id] = None
+            if reasons:
+                out.setdefault(by_base[base], []).append(MetricValue(m, None, "; ".join(dict.fromkeys(reasons))))
+                continue
+            try:
+                out.setdefault(by_base[base], []).append(MetricValue(m, _eval(tree, local)))
+            except _Absent as err:
+                out.setdefault(by_base[base], []).append(MetricValue(m, None, str(err)))
+    return out
+
+
+def _inside_call(tree: ast.AST, ident: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for a in node.args:
+                if isinstance(a, ast.Name) and a.id == ident:
+                    return True
+    return False

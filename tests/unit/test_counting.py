@@ -1,0 +1,258 @@
+"""Counting without a PMU: a FakeKernel stands in for perf_event_open, read and
+ioctl, so grouping, read layouts, scaling, aggregation and metrics are checked
+against scripted kernel answers."""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+import pytest
+
+from pmuscope import errors
+from pmuscope.counting import counter as counter_mod
+from pmuscope.counting import count, evaluate
+from pmuscope.counting.results import Counts
+from pmuscope.events.spec import EventSpec
+from pmuscope.kernel import abi
+from pmuscope.kernel import syscall as sc
+
+
+def sw(name, config, group=None, leader=False):
+    return EventSpec(name, abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=config), pmu="software",
+                     group=group, leader=leader)
+
+
+def hw(name, config, group=None, leader=False):
+    return EventSpec(name, abi.perf_event_attr(type=abi.PERF_TYPE_HARDWARE, config=config), group=group, leader=leader)
+
+
+class FakeKernel:
+    """Scripted perf_event_open/read/ioctl. ``values[(name, cpu, pid)] = (value, ena, run)``."""
+
+    def __init__(self, monkeypatch, values=None, fail=None):
+        self.values = values or {}
+        self.fail = fail or {}  # name -> errno
+        self.opens = []  # (name, attr copy, pid, cpu, group_fd, flags, fd)
+        self.reads = []
+        self.ioctls = []
+        self.closed = []
+        self.next_fd = 1000
+        self.by_fd = {}
+        self.members = {}
+        monkeypatch.setattr(sc, "_open_hook", self.open)
+        monkeypatch.setattr(counter_mod, "_read", self.read)
+        monkeypatch.setattr(counter_mod, "_ioctl", self.ioctl)
+        monkeypatch.setattr(counter_mod, "_close", self.closed.append)
+
+    def _name(self, attr):
+        return {(1, 1): "task-clock", (1, 2): "page-faults", (1, 3): "context-switches", (0, 0): "cycles",
+                (0, 1): "instructions", (0, 4): "branches", (0, 5): "branch-misses"}[(attr.type, attr.config)]
+
+    def open(self, attr, pid, cpu, group_fd, flags):
+        name = self._name(attr)
+        if name in self.fail:
+            eno = self.fail[name]
+            if eno != errno.EACCES or not attr.exclude_kernel:
+                raise OSError(eno, "fake")
+        fd = self.next_fd
+        self.next_fd += 1
+        self.opens.append((name, attr.copy(), pid, cpu, group_fd, flags, fd))
+        self.by_fd[fd] = (name, cpu, pid, attr.read_format)
+        self.members[fd] = [fd]
+        if group_fd >= 0:
+            self.members[group_fd].append(fd)
+        return fd
+
+    def read(self, fd, size):
+        name, cpu, pid, fmt = self.by_fd[fd]
+        self.reads.append(fd)
+        if fmt & abi.PERF_FORMAT_GROUP:
+            mems = self.members[fd]
+            _, ena, run = self.values[(name, cpu, pid)]
+            words = [len(mems), ena, run]
+            for m in mems:
+                mname, mcpu, mpid, _ = self.by_fd[m]
+                words += [self.values[(mname, mcpu, mpid)][0], m]
+        else:
+            words = [*self.values[(name, cpu, pid)], fd]
+        blob = struct.pack(f"={len(words)}Q", *words)
+        assert len(blob) == size, "the counter asked for the wrong read size"
+        return blob
+
+    def ioctl(self, fd, request, arg=0):
+        self.ioctls.append((fd, request, arg))
+        return 0
+
+
+def test_single_event_scaling_like_perf(monkeypatch):
+    k = FakeKernel(monkeypatch, {("cycles", -1, 0): (1000, 200, 100)})
+    c = count([hw("cycles", 0)])
+    c.start()
+    ev = c.read()["cycles"]
+    assert (ev.value, ev.time_enabled, ev.time_running) == (1000, 200, 100)
+    assert ev.scaled == 2000.0  # value * ena / run
+    assert ev.ratio == 0.5 and ev.multiplexed and ev.counted
+    attr = k.opens[0][1]
+    assert attr.read_format == abi.PERF_FORMAT_ID | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
+    assert attr.disabled == 1 and attr.inherit == 1
+    assert k.ioctls[0][1] == abi.PERF_EVENT_IOC_ENABLE
+    c.close()
+    assert k.closed == [1000]
+
+
+def test_not_running_is_not_counted_not_zero(monkeypatch):
+    FakeKernel(monkeypatch, {("cycles", -1, 0): (0, 500, 0)})
+    with count([hw("cycles", 0)]) as c:
+        pass
+    ev = c.last["cycles"]
+    assert not ev.counted and ev.status == "<not counted>" and ev.scaled == 0.0
+
+
+def test_group_opened_as_one_group_and_read_once_per_cpu(monkeypatch):
+    vals = {}
+    for cpu in (0, 1):
+        vals[("cycles", cpu, -1)] = (100 + cpu, 1000, 250)
+        vals[("instructions", cpu, -1)] = (300 + cpu, 1000, 250)
+        vals[("branches", cpu, -1)] = (50, 1000, 250)
+    k = FakeKernel(monkeypatch, vals)
+    specs = [hw("cycles", 0, 0, True), hw("instructions", 1, 0), hw("branches", 4, 0)]
+    c = count(specs, cpus=[0, 1])
+    c.start()
+    r = c.read()
+    assert len(k.reads) == 2  # one read() per (cpu, thread) cell
+    leaders = [o for o in k.opens if o[0] == "cycles"]
+    for name, attr, pid, cpu, group_fd, flags, fd in k.opens:
+        assert pid == -1 and attr.inherit == 0  # system-wide: no inherit
+        assert attr.read_format & abi.PERF_FORMAT_GROUP
+        if name == "cycles":
+            assert group_fd == -1 and attr.disabled == 1
+        else:
+            lead = next(o for o in leaders if o[3] == cpu)
+            assert group_fd == lead[6] and attr.disabled == 0
+    assert r["cycles"].value == 201 and r["cycles"].scaled == pytest.approx(804.0)
+    assert r["instructions"].scaled == pytest.approx(4 * 601)
+    per_cpu = r.per_cpu()
+    assert per_cpu[1]["instructions"].value == 301 and per_cpu[1]["instructions"].ratio == 0.25
+    # only leaders get ioctls, with the group flag
+    assert {fd for fd, req, arg in k.ioctls} == {o[6] for o in leaders}
+    assert all(arg == abi.PERF_IOC_FLAG_GROUP for _, _, arg in k.ioctls)
+    c.close()
+
+
+def test_unscheduled_group_is_reported(monkeypatch):
+    FakeKernel(monkeypatch, {("cycles", -1, 0): (0, 900, 0), ("instructions", -1, 0): (0, 900, 0),
+                             ("task-clock", -1, 0): (5, 900, 900)})
+    with count([hw("cycles", 0, 0, True), hw("instructions", 1, 0), sw("task-clock", 1)]) as c:
+        pass
+    r = c.last
+    assert [e.status for e in r] == ["<not counted>", "<not counted>", ""]
+
+
+def test_unsupported_hardware_raises_or_is_marked(monkeypatch):
+    FakeKernel(monkeypatch, {("task-clock", -1, 0): (5, 9, 9)}, fail={"cycles": errno.ENOENT})
+    monkeypatch.setattr(sc, "_no_hardware_pmu", lambda sysfs="/sys": True)
+    with pytest.raises(errors.NoHardwarePMUError):
+        count([sw("task-clock", 1), hw("cycles", 0)]).start()
+    with count([sw("task-clock", 1), hw("cycles", 0)], tolerate_unsupported=True) as c:
+        pass
+    assert c.last["cycles"].status == "<not supported>"
+    assert c.last["task-clock"].display == pytest.approx(5e-6) and c.last["task-clock"].unit == "msec"
+
+
+def test_permission_fallback_counts_user_space(monkeypatch):
+    k = FakeKernel(monkeypatch, {("cycles", -1, 0): (7, 1, 1)}, fail={"cycles": errno.EACCES})
+    with count([hw("cycles", 0)]) as c:
+        pass
+    assert c.names == ["cycles:u"] and k.opens[0][1].exclude_kernel == 1
+    assert c.last["cycles"].value == 7  # looked up by base name
+
+
+def test_pid_attaches_every_thread_and_drops_vanished(monkeypatch, tmp_path):
+    for tid in (10, 11, 12):
+        (tmp_path / "10" / "task" / str(tid)).mkdir(parents=True)
+    vals = {("task-clock", -1, t): (t, 1, 1) for t in (10, 11)}
+    k = FakeKernel(monkeypatch, vals)
+    real = k.open
+
+    def open_(attr, pid, cpu, group_fd, flags):
+        if pid == 12:
+            raise OSError(errno.ESRCH, "gone")
+        return real(attr, pid, cpu, group_fd, flags)
+
+    monkeypatch.setattr(sc, "_open_hook", open_)
+    with count([sw("task-clock", 1)], pid=10, procfs=str(tmp_path)) as c:
+        pass
+    assert c.threads == [10, 11]
+    assert c.last["task-clock"].value == 21
+    assert {t: e["task-clock"].value for t, e in c.last.per_thread().items()} == {10: 10, 11: 11}
+
+
+def test_delta_and_aggregate_modes(monkeypatch):
+    vals = {("page-faults", cpu, -1): (10 * (cpu + 1), 100, 100) for cpu in range(4)}
+    k = FakeKernel(monkeypatch, vals)
+    c = count([sw("page-faults", 2)], cpus="0-3")
+    c.start()
+    first = c.read()
+    for cpu in range(4):
+        vals[("page-faults", cpu, -1)] = (10 * (cpu + 1) + cpu, 200, 200)
+    second = c.read()
+    d = second - first
+    assert d["page-faults"].value == 0 + 1 + 2 + 3 and d["page-faults"].time_enabled == 400
+
+    class Topo:
+        def key(self, cpu, mode):
+            return f"S{cpu // 2}"
+
+    rows = second.aggregate("socket", Topo())
+    assert [(key, n, evs[0].value) for key, n, evs in rows] == [("S0", 2, 10 + 21), ("S1", 2, 32 + 43)]
+    c.close()
+
+
+def test_workload_attrs_enable_on_exec(monkeypatch):
+    k = FakeKernel(monkeypatch, {})
+    c = count([sw("task-clock", 1), sw("page-faults", 2)], command=["true"])
+    c.open()
+    for name, attr, pid, *_ in k.opens:
+        assert pid == c.workload.pid and attr.enable_on_exec == 1 and attr.disabled == 1 and attr.inherit == 1
+    c.close()  # a corked child is cancelled and reaped
+    assert c.workload.status == 127
+
+
+def test_metrics_from_table_and_absent_reasons():
+    class E:
+        def __init__(self, scaled, counted=True, supported=True):
+            self.scaled, self.counted, self.supported = scaled, counted, supported
+
+    m = evaluate({"task-clock": E(2e9), "cycles": E(4e9), "instructions": E(8e9), "branches": E(1000),
+                  "branch-misses": E(25), "page-faults": E(5000)}, duration_ns=1e9)
+    get = {(ev, v.name): v for ev, vs in m.items() for v in vs}
+    assert get[("task-clock", "CPUs utilized")].value == pytest.approx(2.0)
+    assert get[("cycles", "GHz")].value == pytest.approx(2.0)
+    assert get[("instructions", "IPC")].value == pytest.approx(2.0)
+    assert get[("branch-misses", "branch-miss %")].value == pytest.approx(2.5)
+    pf = get[("page-faults", "page-fault rate")]
+    assert pf.scaled() == (pytest.approx(2.5), "K/sec")
+    assert get[("branches", "rate")].scaled() == (pytest.approx(500.0), "/sec")
+
+    m = evaluate({"instructions": E(10), "cycles": E(0, counted=False), "branch-misses": E(3),
+                  "branches": E(0)}, duration_ns=1e9)
+    get = {(ev, v.name): v for ev, vs in m.items() for v in vs}
+    ipc = get[("instructions", "IPC")]
+    assert ipc.value is None and "cycles was not counted" in ipc.reason
+    bm = get[("branch-misses", "branch-miss %")]
+    assert bm.value is None and "is 0" in bm.reason  # never a ZeroDivisionError
+    cpi = evaluate({"instructions": E(10), "cycles": E(20)}, 1, all_metrics=True)["instructions"]
+    assert [v.value for v in cpi if v.name == "CPI"] == [2.0]
+    missing = evaluate({"branch-misses": E(3)}, 1)["branch-misses"][0]
+    assert missing.value is None and "branches (not measured)" in missing.reason
+
+
+def test_to_dataframe(monkeypatch):
+    pytest.importorskip("pandas")
+    FakeKernel(monkeypatch, {("page-faults", cpu, -1): (cpu + 1, 10, 5) for cpu in (0, 1)})
+    with count([sw("page-faults", 2)], cpus=[0, 1]) as c:
+        pass
+    df = c.last.to_dataframe()
+    assert list(df["cpu"]) == [0, 1] and list(df["scaled"]) == [2.0, 4.0]
+    assert c.last.to_dataframe(by="event")["scaled"].iloc[0] == 6.0
