@@ -1,0 +1,136 @@
+"""Decoding of perf records: every ``PERF_RECORD_*`` and every ``PERF_SAMPLE_*``
+field, into columnar sample batches and small side-band dataclasses.
+
+The raw-chunk interface
+=======================
+
+Everything that produces records — a live ring buffer
+(:class:`pmuscope.kernel.ring.RingBuffer`), the data section of a perf.data
+file, a pipe-mode stream — hands this package **chunks**: ``bytes``,
+``bytearray`` or ``memoryview`` objects holding zero or more *whole* records
+back to back, each starting with ``struct perf_event_header {u32 type; u16
+misc; u16 size}`` (native byte order, sizes multiples of 8 as the kernel and
+perf write them). A chunk never ends in the middle of a record.
+
+``decode(buf, attrs, *, base_offset=0, stats=None)``
+    yields the chunk's items **in record order**:
+
+    * :class:`SampleBatch` — a run of consecutive ``PERF_RECORD_SAMPLE``
+      records, decoded into numpy columns (``ip``, ``pid``, ``tid``, ``time``,
+      ``addr``, ``id``, ``cpu``, ``period``, ``weight``, ``data_src``, ...;
+      call chains / raw payloads / branch stacks flat with ``*_offsets``;
+      ``attr_index`` says which :class:`AttrTable` entry each sample belongs to).
+      A batch ends where a side-band record sits between samples, so applying
+      items in order keeps COMM/MMAP/FORK state correct for the samples after.
+    * one small dataclass per side-band record (:class:`Mmap`, :class:`Mmap2`,
+      :class:`Comm`, :class:`Fork`, :class:`Exit`, :class:`Lost`,
+      :class:`LostSamples`, :class:`Throttle`, :class:`Unthrottle`,
+      :class:`Switch`, :class:`SwitchCpuWide`, :class:`Namespaces`,
+      :class:`Ksymbol`, :class:`BpfEvent`, :class:`Cgroup`, :class:`TextPoke`,
+      :class:`Aux`, :class:`ItraceStart`, :class:`AuxOutputHwId`,
+      :class:`Read`), each with its ``offset`` and its ``sample_id`` trailer
+      (:class:`SampleId`, or None when ``sample_id_all`` is off).
+    * :class:`UserRecord` — record types >= 64 that perf itself writes
+      (FINISHED_ROUND, ID_INDEX, HEADER_ATTR, ...), passed through raw so the
+      perf.data layer can act on them. Pass ``user_records=False`` to skip them.
+
+    Record types below 64 that this decoder does not know are skipped by their
+    size and counted in ``stats.unknown`` (as perf does).
+
+    ``base_offset`` is the position of ``buf[0]`` in the file/stream; every
+    ``offset`` reported (records, samples, errors) is ``base_offset`` + the
+    position inside the chunk, so a :class:`~pmuscope.errors.FormatError` names
+    the real file offset.
+
+    ``stats`` (a :class:`DecodeStats`, shared across chunks) counts records per
+    type, lost events (``PERF_RECORD_LOST.lost``), lost samples
+    (``PERF_RECORD_LOST_SAMPLES.lost``), throttles, unknown types and samples
+    whose id is in no attr.
+
+``AttrTable([(perf_event_attr, [ids]), ...], names=[...])``
+    tells samples of several events apart by id (``PERF_SAMPLE_IDENTIFIER`` or
+    ``PERF_SAMPLE_ID``, located with perf's ``id_pos``/``is_pos`` rules). With a
+    single attr no id is needed.
+
+``RecordSource(chunks, attrs)``
+    the iterable the rest of pmuscope consumes: it wraps any iterator of
+    ``(base_offset, chunk)`` pairs or bare chunks, decodes each, and yields the
+    items in order; ``.stats`` accumulates. The ring buffer and the perf.data
+    reader both plug in here.
+
+Malformed input (a record of size < 8, a record running past the end of the
+chunk, a field running past the end of its record) raises
+:class:`~pmuscope.errors.FormatError` naming the byte offset and what was
+expected. Decoding never loops without progress.
+"""
+
+from .attrs import AttrEntry, AttrTable, id_pos, is_pos, sample_id_size
+from .types import (
+    Aux,
+    AuxOutputHwId,
+    BpfEvent,
+    Cgroup,
+    Comm,
+    DecodeStats,
+    Exit,
+    Fork,
+    ItraceStart,
+    Ksymbol,
+    Lost,
+    LostSamples,
+    Mmap,
+    Mmap2,
+    Namespaces,
+    Read,
+    ReadValues,
+    Record,
+    SampleId,
+    Switch,
+    SwitchCpuWide,
+    TextPoke,
+    Throttle,
+    UnknownRecord,
+    Unthrottle,
+    UserRecord,
+)
+from .sample import SampleBatch, parse_sample
+from .decode import RecordSource, decode, iter_headers
+
+__all__ = [
+    "AttrEntry",
+    "AttrTable",
+    "id_pos",
+    "is_pos",
+    "sample_id_size",
+    "Aux",
+    "AuxOutputHwId",
+    "BpfEvent",
+    "Cgroup",
+    "Comm",
+    "DecodeStats",
+    "Exit",
+    "Fork",
+    "ItraceStart",
+    "Ksymbol",
+    "Lost",
+    "LostSamples",
+    "Mmap",
+    "Mmap2",
+    "Namespaces",
+    "Read",
+    "ReadValues",
+    "Record",
+    "SampleId",
+    "Switch",
+    "SwitchCpuWide",
+    "TextPoke",
+    "Throttle",
+    "UnknownRecord",
+    "Unthrottle",
+    "UserRecord",
+    "SampleBatch",
+    "parse_sample",
+    "RecordSource",
+    "decode",
+    "iter_headers",
+]

@@ -1,0 +1,186 @@
+"""Walking a chunk of records, and :class:`RecordSource`, the stream of decoded
+items every consumer (report, script, flame graphs ...) reads."""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterable, Iterator, Union
+
+import numpy as np
+
+from .. import errors
+from ..kernel import abi
+from .attrs import AttrTable
+from .sample import SampleBatch, decode_samples
+from .types import DecodeStats, UnknownRecord, UserRecord, parse_sideband
+
+R = abi.PerfRecord
+_HDR = struct.Struct("<IHH")
+_SAMPLE = int(R.SAMPLE)
+_USER_START = abi.PERF_RECORD_USER_TYPE_START
+
+Chunk = Union[bytes, bytearray, memoryview]
+
+
+def _as_bytes_view(buf: Chunk) -> Chunk:
+    if isinstance(buf, (bytes, bytearray)):
+        return buf
+    mv = memoryview(buf)
+    return mv if mv.format == "B" and mv.ndim == 1 else mv.cast("B")
+
+
+def iter_headers(buf: Chunk, *, base_offset: int = 0) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(offset, type, misc, size)`` of each record in ``buf`` (offsets
+    inside ``buf``), checking that every record is at least a header long and
+    ends inside ``buf``."""
+    buf = _as_bytes_view(buf)
+    n = len(buf)
+    off = 0
+    unpack = _HDR.unpack_from
+    while off < n:
+        if n - off < 8:
+            raise _truncated_header(base_offset + off, n - off)
+        t, misc, size = unpack(buf, off)
+        if size < 8 or off + size > n:
+            raise _bad_size(base_offset + off, t, size, n - off)
+        yield off, t, misc, size
+        off += size
+
+
+def _truncated_header(offset: int, left: int) -> errors.FormatError:
+    return errors.FormatError(
+        f"truncated record at byte offset {offset}: expected an 8-byte perf_event_header, only {left} bytes left",
+        offset=offset,
+    )
+
+
+def _bad_size(offset: int, rtype: int, size: int, left: int) -> errors.FormatError:
+    if size < 8:
+        what = f"header.size={size}, expected at least 8 (the header itself)"
+    else:
+        what = f"header.size={size} runs past the end of the data ({left} bytes left)"
+    return errors.FormatError(f"malformed record (type {rtype}) at byte offset {offset}: {what}", offset=offset)
+
+
+def decode(
+    buf: Chunk,
+    attrs: AttrTable,
+    *,
+    base_offset: int = 0,
+    stats: DecodeStats | None = None,
+    user_records: bool = True,
+    unknown_records: bool = False,
+) -> Iterator[object]:
+    """Decode a chunk of whole records; yield :class:`SampleBatch` runs and
+    side-band dataclasses in record order (see the package docstring).
+
+    ``user_records``: yield perf's own record types (>= 64) as
+    :class:`UserRecord`; ``unknown_records``: yield an :class:`UnknownRecord`
+    for each skipped unknown kernel record (they are always counted).
+    """
+    if stats is None:
+        stats = DecodeStats()
+    buf = _as_bytes_view(buf)
+    n = len(buf)
+    stats.bytes += n
+    sample_offs: list[int] = []
+    sample_sizes: list[int] = []
+    side: list[tuple[int, int, int, int]] = []
+    unpack = _HDR.unpack_from
+    off = 0
+    append_off = sample_offs.append
+    append_size = sample_sizes.append
+    # The one Python loop per record: headers only. Samples are decoded
+    # together afterwards, vectorized.
+    while off < n:
+        if n - off < 8:
+            raise _truncated_header(base_offset + off, n - off)
+        t, misc, size = unpack(buf, off)
+        if size < 8 or off + size > n:
+            raise _bad_size(base_offset + off, t, size, n - off)
+        if t == _SAMPLE:
+            append_off(off)
+            append_size(size)
+        else:
+            side.append((off, t, misc, size))
+        off += size
+
+    batch: SampleBatch | None = None
+    if sample_offs:
+        stats.count(_SAMPLE, len(sample_offs))
+        batch = decode_samples(
+            buf, np.array(sample_offs, dtype=np.int64), np.array(sample_sizes, dtype=np.int64), attrs, base_offset, stats
+        )
+        stats.samples += len(batch)
+        if not side:
+            if len(batch):
+                yield batch
+            return
+    start = 0
+    record_offsets = batch.offset if batch is not None else None
+    for off, t, misc, size in side:
+        if record_offsets is not None and start < len(record_offsets):
+            stop = int(np.searchsorted(record_offsets, base_offset + off))
+            if stop > start:
+                yield batch._slice(start, stop)
+                start = stop
+        stats.count(t)
+        if t >= _USER_START:
+            if user_records:
+                yield UserRecord(base_offset + off, t, misc, bytes(buf[off : off + size]))
+            continue
+        rec = parse_sideband(buf, off, t, misc, size, attrs, base_offset)
+        if rec is None:
+            stats.unknown += 1
+            if unknown_records:
+                yield UnknownRecord(base_offset + off, t, misc, size)
+            continue
+        if t == R.LOST:
+            stats.lost += rec.lost
+        elif t == R.LOST_SAMPLES:
+            stats.lost_samples += rec.lost
+        elif t == R.THROTTLE:
+            stats.throttle += 1
+        elif t == R.UNTHROTTLE:
+            stats.unthrottle += 1
+        yield rec
+    if batch is not None and start < len(batch):
+        yield batch._slice(start, len(batch))
+
+
+class RecordSource:
+    """The decoded-record stream: wraps any iterable of raw chunks (bare
+    buffers, or ``(base_offset, buffer)`` pairs) and an :class:`AttrTable`.
+
+    Iterating yields side-band records, :class:`UserRecord` and
+    :class:`SampleBatch` items in stream order; :attr:`stats` accumulates over
+    the whole stream. A live ring buffer (``RingBuffer.chunks()``) and the
+    perf.data reader's data-section chunks both plug in here.
+    """
+
+    def __init__(self, chunks: Iterable[Chunk | tuple[int, Chunk]], attrs: AttrTable, *, user_records: bool = True) -> None:
+        self.chunks = chunks
+        self.attrs = attrs
+        self.user_records = user_records
+        self.stats = DecodeStats()
+
+    def __iter__(self) -> Iterator[object]:
+        pos = 0
+        for item in self.chunks:
+            if isinstance(item, tuple):
+                base, buf = item
+            else:
+                base, buf = pos, item
+            yield from decode(buf, self.attrs, base_offset=base, stats=self.stats, user_records=self.user_records)
+            pos = base + len(buf)
+
+    def batches(self) -> Iterator[SampleBatch]:
+        """Only the sample batches (side-band records are still counted)."""
+        for item in self:
+            if isinstance(item, SampleBatch):
+                yield item
+
+    def all_samples(self) -> SampleBatch | None:
+        """Every sample of the stream in one batch (None if there were none)."""
+        parts = list(self.batches())
+        return SampleBatch.concat(parts) if parts else None

@@ -1,0 +1,817 @@
+"""PERF_RECORD_SAMPLE decoding into columnar :class:`SampleBatch` objects.
+
+Fields appear in the kernel's order (``perf_output_sample()`` in
+``kernel/events/core.c``; the layout comment of PERF_RECORD_SAMPLE in
+``include/uapi/linux/perf_event.h``). Decoding is vectorized over all samples
+of a chunk: records are 8-byte aligned and every variable-length field
+(callchain, branch stack, regs, raw payload, user stack, aux) is a word count
+or a byte count the kernel pads to 8, so each field's position is a numpy
+array of word indices advanced per sample. When a payload is not padded (RAW
+whose ``4 + size`` is not a multiple of 8, a foreign writer) the affected
+samples go through :func:`parse_sample`, a plain ``struct`` loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, fields as dc_fields
+from typing import Any
+
+import numpy as np
+
+from .. import errors
+from ..kernel import abi
+from .attrs import AttrEntry, AttrTable
+from .types import parse_read_format
+
+S = abi.PerfSample
+F = abi.PerfFormat
+
+_U64 = struct.Struct("<Q")
+_U32x2 = struct.Struct("<II")
+
+#: the u64 per-sample columns, in kernel order, with the sample_type bit of each
+U64_COLUMNS: tuple[tuple[str, int], ...] = (
+    ("ip", S.IP),
+    ("time", S.TIME),
+    ("addr", S.ADDR),
+    ("stream_id", S.STREAM_ID),
+    ("period", S.PERIOD),
+    ("weight", S.WEIGHT | S.WEIGHT_STRUCT),
+    ("data_src", S.DATA_SRC),
+    ("transaction", S.TRANSACTION),
+    ("phys_addr", S.PHYS_ADDR),
+    ("cgroup", S.CGROUP),
+    ("data_page_size", S.DATA_PAGE_SIZE),
+    ("code_page_size", S.CODE_PAGE_SIZE),
+)
+
+
+@dataclass
+class SampleBatch:
+    """A run of samples as numpy columns. A column is None when no sample of
+    the batch has the field; when only some attrs have it, the others hold 0.
+
+    Variable-length fields are flat arrays with ``*_offsets`` (length n+1):
+    sample i's call chain is ``callchain[callchain_offsets[i]:callchain_offsets[i+1]]``
+    (PERF_CONTEXT_* markers included, as the kernel wrote them).
+    """
+
+    attrs: AttrTable
+    #: byte offset of each record in the stream
+    offset: np.ndarray
+    #: perf_event_header.misc (cpumode in the low 3 bits, EXACT_IP ...)
+    misc: np.ndarray
+    #: index into ``attrs`` of each sample
+    attr_index: np.ndarray
+    id: np.ndarray | None = None
+    ip: np.ndarray | None = None
+    pid: np.ndarray | None = None
+    tid: np.ndarray | None = None
+    time: np.ndarray | None = None
+    addr: np.ndarray | None = None
+    stream_id: np.ndarray | None = None
+    cpu: np.ndarray | None = None
+    period: np.ndarray | None = None
+    # PERF_SAMPLE_READ
+    read_time_enabled: np.ndarray | None = None
+    read_time_running: np.ndarray | None = None
+    read_value: np.ndarray | None = None
+    read_id: np.ndarray | None = None
+    read_lost: np.ndarray | None = None
+    read_offsets: np.ndarray | None = None
+    # PERF_SAMPLE_CALLCHAIN
+    callchain: np.ndarray | None = None
+    callchain_offsets: np.ndarray | None = None
+    # PERF_SAMPLE_RAW
+    raw: np.ndarray | None = None
+    raw_offsets: np.ndarray | None = None
+    # PERF_SAMPLE_BRANCH_STACK
+    branch_hw_idx: np.ndarray | None = None
+    branch_from: np.ndarray | None = None
+    branch_to: np.ndarray | None = None
+    branch_flags: np.ndarray | None = None
+    branch_counters: np.ndarray | None = None
+    branch_offsets: np.ndarray | None = None
+    # PERF_SAMPLE_REGS_USER
+    regs_user_abi: np.ndarray | None = None
+    regs_user: np.ndarray | None = None
+    regs_user_offsets: np.ndarray | None = None
+    # PERF_SAMPLE_STACK_USER
+    stack_user: np.ndarray | None = None
+    stack_user_offsets: np.ndarray | None = None
+    stack_user_dyn_size: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    data_src: np.ndarray | None = None
+    transaction: np.ndarray | None = None
+    # PERF_SAMPLE_REGS_INTR
+    regs_intr_abi: np.ndarray | None = None
+    regs_intr: np.ndarray | None = None
+    regs_intr_offsets: np.ndarray | None = None
+    phys_addr: np.ndarray | None = None
+    cgroup: np.ndarray | None = None
+    data_page_size: np.ndarray | None = None
+    code_page_size: np.ndarray | None = None
+    # PERF_SAMPLE_AUX
+    aux: np.ndarray | None = None
+    aux_offsets: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    @property
+    def cpumode(self) -> np.ndarray:
+        """PERF_RECORD_MISC_CPUMODE of each sample (KERNEL=1, USER=2, ...)."""
+        return self.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK
+
+    @property
+    def weight_var1(self) -> np.ndarray | None:
+        """WEIGHT_STRUCT ``var1_dw`` (the low 32 bits; the whole weight for WEIGHT)."""
+        return None if self.weight is None else (self.weight & 0xFFFFFFFF)
+
+    @property
+    def weight_var2(self) -> np.ndarray | None:
+        """WEIGHT_STRUCT ``var2_w`` (e.g. instruction latency on Intel)."""
+        return None if self.weight is None else ((self.weight >> 32) & 0xFFFF)
+
+    @property
+    def weight_var3(self) -> np.ndarray | None:
+        return None if self.weight is None else ((self.weight >> 48) & 0xFFFF)
+
+    def _flat(self, name: str, i: int) -> np.ndarray | None:
+        arr = getattr(self, name)
+        if arr is None:
+            return None
+        off = getattr(self, name + "_offsets" if name not in ("branch_from", "branch_to", "branch_flags", "branch_counters") else "branch_offsets")
+        if name in ("read_value", "read_id", "read_lost"):
+            off = self.read_offsets
+        return arr[off[i] : off[i + 1]]
+
+    def callchain_of(self, i: int) -> np.ndarray | None:
+        return self._flat("callchain", i)
+
+    def raw_of(self, i: int) -> bytes | None:
+        arr = self._flat("raw", i)
+        return None if arr is None else arr.tobytes()
+
+    def sample(self, i: int) -> dict[str, Any]:
+        """Sample ``i`` as a dict of Python values (for debugging and tests)."""
+        out: dict[str, Any] = {}
+        for f in dc_fields(self):
+            name = f.name
+            if name == "attrs" or name.endswith("_offsets"):
+                continue
+            arr = getattr(self, name)
+            if arr is None:
+                continue
+            if name in ("callchain", "raw", "regs_user", "regs_intr", "stack_user", "aux", "read_value", "read_id", "read_lost",
+                        "branch_from", "branch_to", "branch_flags", "branch_counters"):
+                base = {"read_value": "read", "read_id": "read", "read_lost": "read", "branch_from": "branch",
+                        "branch_to": "branch", "branch_flags": "branch", "branch_counters": "branch"}.get(name, name)
+                off = getattr(self, base + "_offsets")
+                part = arr[off[i] : off[i + 1]]
+                out[name] = part.tobytes() if arr.dtype == np.uint8 else [int(x) for x in part]
+            else:
+                out[name] = int(arr[i])
+        return out
+
+    def __getitem__(self, key: slice) -> "SampleBatch":
+        if not isinstance(key, slice):
+            raise TypeError("SampleBatch supports slicing only; use sample(i) for one sample")
+        start, stop, step = key.indices(len(self))
+        if step != 1:
+            raise ValueError("SampleBatch slices must be contiguous")
+        return self._slice(start, stop)
+
+    def _slice(self, start: int, stop: int) -> "SampleBatch":
+        if start == 0 and stop == len(self):
+            return self
+        kw: dict[str, Any] = {"attrs": self.attrs}
+        flat_groups = {
+            "read_offsets": ("read_value", "read_id", "read_lost"),
+            "callchain_offsets": ("callchain",),
+            "raw_offsets": ("raw",),
+            "branch_offsets": ("branch_from", "branch_to", "branch_flags", "branch_counters"),
+            "regs_user_offsets": ("regs_user",),
+            "stack_user_offsets": ("stack_user",),
+            "regs_intr_offsets": ("regs_intr",),
+            "aux_offsets": ("aux",),
+        }
+        flat_names = {n for names in flat_groups.values() for n in names}
+        for f in dc_fields(self):
+            name = f.name
+            if name == "attrs" or name in flat_names or name in flat_groups:
+                continue
+            arr = getattr(self, name)
+            kw[name] = None if arr is None else arr[start:stop]
+        for off_name, names in flat_groups.items():
+            off = getattr(self, off_name)
+            if off is None:
+                for n in names:
+                    kw[n] = None
+                kw[off_name] = None
+                continue
+            a, b = int(off[start]), int(off[stop])
+            kw[off_name] = off[start : stop + 1] - a
+            for n in names:
+                arr = getattr(self, n)
+                kw[n] = None if arr is None else arr[a:b]
+        return SampleBatch(**kw)
+
+    @classmethod
+    def concat(cls, batches: list["SampleBatch"]) -> "SampleBatch":
+        """Join batches decoded with the same AttrTable into one."""
+        if not batches:
+            raise ValueError("concat of no batches")
+        if len(batches) == 1:
+            return batches[0]
+        n = [len(b) for b in batches]
+        kw: dict[str, Any] = {"attrs": batches[0].attrs}
+        offset_fields = {f.name for f in dc_fields(cls) if f.name.endswith("_offsets")}
+        for f in dc_fields(cls):
+            name = f.name
+            if name == "attrs" or name in offset_fields:
+                continue
+            arrs = [getattr(b, name) for b in batches]
+            if all(a is None for a in arrs):
+                kw[name] = None
+                continue
+            kw[name] = None  # filled below
+        for f in dc_fields(cls):
+            name = f.name
+            if name == "attrs" or name in offset_fields:
+                continue
+            arrs = [getattr(b, name) for b in batches]
+            if all(a is None for a in arrs):
+                continue
+            ref = next(a for a in arrs if a is not None)
+            is_flat = any(name in grp for grp in _FLAT_BY_OFFSETS.values())
+            if is_flat:
+                kw[name] = np.concatenate([a if a is not None else np.zeros(0, dtype=ref.dtype) for a in arrs])
+            else:
+                kw[name] = np.concatenate([a if a is not None else np.zeros(k, dtype=ref.dtype) for a, k in zip(arrs, n)])
+        for off_name, names in _FLAT_BY_OFFSETS.items():
+            offs = [getattr(b, off_name) for b in batches]
+            if all(o is None for o in offs):
+                kw[off_name] = None
+                continue
+            parts = [np.zeros(1, dtype=np.int64)]
+            total = 0
+            for o, k in zip(offs, n):
+                o = o if o is not None else np.zeros(k + 1, dtype=np.int64)
+                parts.append(o[1:] + total)
+                total += int(o[-1])
+            kw[off_name] = np.concatenate(parts)
+        return cls(**kw)
+
+
+_FLAT_BY_OFFSETS = {
+    "read_offsets": ("read_value", "read_id", "read_lost"),
+    "callchain_offsets": ("callchain",),
+    "raw_offsets": ("raw",),
+    "branch_offsets": ("branch_from", "branch_to", "branch_flags", "branch_counters"),
+    "regs_user_offsets": ("regs_user",),
+    "stack_user_offsets": ("stack_user",),
+    "regs_intr_offsets": ("regs_intr",),
+    "aux_offsets": ("aux",),
+}
+
+
+# --- scalar reference parser ------------------------------------------------------
+
+
+def _overrun(offset: int, what: str, sample_type: int) -> errors.FormatError:
+    return errors.FormatError(
+        f"malformed PERF_RECORD_SAMPLE at byte offset {offset}: {what} runs past the end of the record "
+        f"(sample_type {sample_type:#x})",
+        offset=offset,
+    )
+
+
+def parse_sample(buf, off: int, size: int, entry: AttrEntry, base_offset: int = 0) -> dict[str, Any]:
+    """Decode one SAMPLE record at ``buf[off:off+size]`` with a ``struct`` loop.
+
+    Returns a dict with the same names as :class:`SampleBatch` columns (flat
+    fields as lists/bytes; ``read`` as :class:`~pmuscope.records.ReadValues`).
+    This is the reference the vectorized decoder is tested against, and the
+    fallback for samples whose payloads are not 8-byte padded.
+    """
+    st = entry.sample_type
+    end = off + size
+    pos = off + 8
+    offset = base_offset + off
+    out: dict[str, Any] = {"offset": offset, "misc": struct.unpack_from("<H", buf, off + 4)[0], "attr_index": entry.index}
+
+    def u64(what: str) -> int:
+        nonlocal pos
+        if pos + 8 > end:
+            raise _overrun(offset, what, st)
+        (v,) = _U64.unpack_from(buf, pos)
+        pos += 8
+        return v
+
+    def u32x2(what: str) -> tuple[int, int]:
+        nonlocal pos
+        if pos + 8 > end:
+            raise _overrun(offset, what, st)
+        v = _U32x2.unpack_from(buf, pos)
+        pos += 8
+        return v
+
+    def words(n: int, what: str) -> list[int]:
+        nonlocal pos
+        if n < 0 or pos + 8 * n > end:
+            raise _overrun(offset, f"{what} (nr={n})", st)
+        v = list(struct.unpack_from(f"<{n}Q", buf, pos))
+        pos += 8 * n
+        return v
+
+    def blob(n: int, what: str) -> bytes:
+        nonlocal pos
+        if pos + n > end:
+            raise _overrun(offset, f"{what} (size={n})", st)
+        v = bytes(buf[pos : pos + n])
+        pos += n
+        return v
+
+    if st & S.IDENTIFIER:
+        out["id"] = u64("IDENTIFIER")
+    if st & S.IP:
+        out["ip"] = u64("IP")
+    if st & S.TID:
+        pid, tid = u32x2("TID")
+        out["pid"], out["tid"] = _s32(pid), _s32(tid)
+    if st & S.TIME:
+        out["time"] = u64("TIME")
+    if st & S.ADDR:
+        out["addr"] = u64("ADDR")
+    if st & S.ID:
+        out["id"] = u64("ID")
+    if st & S.STREAM_ID:
+        out["stream_id"] = u64("STREAM_ID")
+    if st & S.CPU:
+        out["cpu"] = _s32(u32x2("CPU")[0])
+    if st & S.PERIOD:
+        out["period"] = u64("PERIOD")
+    if st & S.READ:
+        out["read"], pos = parse_read_format(buf, pos, end, entry.read_format, offset)
+    if st & S.CALLCHAIN:
+        nr = u64("CALLCHAIN nr")
+        out["callchain"] = words(nr, "CALLCHAIN")
+    if st & S.RAW:
+        if pos + 4 > end:
+            raise _overrun(offset, "RAW size", st)
+        (rsz,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        out["raw"] = blob(rsz, "RAW")
+    if st & S.BRANCH_STACK:
+        nr = u64("BRANCH_STACK nr")
+        if entry.has_hw_index:
+            out["branch_hw_idx"] = u64("BRANCH_STACK hw_idx")
+        ents = words(3 * nr, "BRANCH_STACK entries")
+        out["branch_from"], out["branch_to"], out["branch_flags"] = ents[0::3], ents[1::3], ents[2::3]
+        if entry.has_branch_counters:
+            out["branch_counters"] = words(nr, "BRANCH_STACK counters")
+    if st & S.REGS_USER:
+        abi_ = u64("REGS_USER abi")
+        out["regs_user_abi"] = abi_
+        out["regs_user"] = words(entry.regs_user_count if abi_ else 0, "REGS_USER")
+    if st & S.STACK_USER:
+        sz = u64("STACK_USER size")
+        out["stack_user"] = blob(sz, "STACK_USER")
+        out["stack_user_dyn_size"] = u64("STACK_USER dyn_size") if sz else 0
+    if st & (S.WEIGHT | S.WEIGHT_STRUCT):
+        out["weight"] = u64("WEIGHT")
+    if st & S.DATA_SRC:
+        out["data_src"] = u64("DATA_SRC")
+    if st & S.TRANSACTION:
+        out["transaction"] = u64("TRANSACTION")
+    if st & S.REGS_INTR:
+        abi_ = u64("REGS_INTR abi")
+        out["regs_intr_abi"] = abi_
+        out["regs_intr"] = words(entry.regs_intr_count if abi_ else 0, "REGS_INTR")
+    if st & S.PHYS_ADDR:
+        out["phys_addr"] = u64("PHYS_ADDR")
+    if st & S.CGROUP:
+        out["cgroup"] = u64("CGROUP")
+    if st & S.DATA_PAGE_SIZE:
+        out["data_page_size"] = u64("DATA_PAGE_SIZE")
+    if st & S.CODE_PAGE_SIZE:
+        out["code_page_size"] = u64("CODE_PAGE_SIZE")
+    if st & S.AUX:
+        sz = u64("AUX size")
+        out["aux"] = blob(sz, "AUX")
+    return out
+
+
+def _s32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+# --- vectorized decoding -----------------------------------------------------------
+
+
+class _Unaligned(Exception):
+    """A payload is not padded to 8 bytes: these samples need the scalar parser."""
+
+
+def _gather(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray, stride: "int | np.ndarray" = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Flatten ``arr[s : s + c*stride : stride]`` for each (s, c) into one array
+    + offsets (``stride`` may be per sample)."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return arr[:0].copy(), offsets
+    if isinstance(stride, np.ndarray):
+        local = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], counts)
+        idx = np.repeat(starts, counts) + np.repeat(stride, counts) * local
+    else:
+        idx = np.repeat(starts - stride * offsets[:-1], counts) + stride * np.arange(total, dtype=np.int64)
+    return arr[idx], offsets
+
+
+class _Cols:
+    """Per-sample column arrays and flat-field (start, count) arrays for one chunk."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cols: dict[str, np.ndarray] = {}
+        self.flat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.strides: dict[str, np.ndarray] = {}
+
+    def stride(self, name: str) -> np.ndarray:
+        arr = self.strides.get(name)
+        if arr is None:
+            arr = self.strides[name] = np.ones(self.n, dtype=np.int64)
+        return arr
+
+    def col(self, name: str, dtype) -> np.ndarray:
+        arr = self.cols.get(name)
+        if arr is None:
+            arr = self.cols[name] = np.zeros(self.n, dtype=dtype)
+        return arr
+
+    def span(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        sp = self.flat.get(name)
+        if sp is None:
+            sp = self.flat[name] = (np.zeros(self.n, dtype=np.int64), np.zeros(self.n, dtype=np.int64))
+        return sp
+
+
+def _decode_group(W: np.ndarray, w: np.ndarray, e: np.ndarray, rec_off: np.ndarray, m: np.ndarray | slice,
+                  entry: AttrEntry, out: _Cols, base_offset: int) -> None:
+    """Decode the samples at word indices ``w`` (record end words ``e``) that all
+    belong to ``entry`` into ``out`` at rows ``m``."""
+    st = entry.sample_type
+    p = w + 1
+
+    def check(k, what: str) -> None:
+        bad = p + k > e
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), what, st)
+
+    def u64(name: str | None, what: str) -> np.ndarray:
+        nonlocal p
+        check(1, what)
+        v = W[p]
+        p = p + 1
+        if name is not None:
+            out.col(name, np.uint64)[m] = v
+        return v
+
+    if st & S.IDENTIFIER:
+        u64("id", "IDENTIFIER")
+    if st & S.IP:
+        u64("ip", "IP")
+    if st & S.TID:
+        v = u64(None, "TID")
+        out.col("pid", np.int32)[m] = (v & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+        out.col("tid", np.int32)[m] = (v >> 32).astype(np.uint32).view(np.int32)
+    if st & S.TIME:
+        u64("time", "TIME")
+    if st & S.ADDR:
+        u64("addr", "ADDR")
+    if st & S.ID:
+        u64("id", "ID")
+    if st & S.STREAM_ID:
+        u64("stream_id", "STREAM_ID")
+    if st & S.CPU:
+        v = u64(None, "CPU")
+        out.col("cpu", np.int32)[m] = (v & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    if st & S.PERIOD:
+        u64("period", "PERIOD")
+    if st & S.READ:
+        rf = entry.read_format
+        if rf & F.GROUP:
+            nr = u64(None, "READ nr").astype(np.int64)
+            if rf & F.TOTAL_TIME_ENABLED:
+                u64("read_time_enabled", "READ time_enabled")
+            if rf & F.TOTAL_TIME_RUNNING:
+                u64("read_time_running", "READ time_running")
+            per = 1 + bool(rf & F.ID) + bool(rf & F.LOST)
+            bad = (nr < 0) | (nr > (e - p) // per)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise _overrun(base_offset + int(rec_off[i]), f"READ group (nr={int(nr[i])})", st)
+        else:
+            nr = np.ones(len(p), dtype=np.int64)
+            per = 1 + bool(rf & F.ID) + bool(rf & F.LOST)
+            check(per + bool(rf & F.TOTAL_TIME_ENABLED) + bool(rf & F.TOTAL_TIME_RUNNING), "READ")
+            # single: value, [enabled], [running], [id], [lost]
+            vpos = p
+            p = p + 1
+            if rf & F.TOTAL_TIME_ENABLED:
+                u64("read_time_enabled", "READ time_enabled")
+            if rf & F.TOTAL_TIME_RUNNING:
+                u64("read_time_running", "READ time_running")
+            # present value/id/lost as a stride-1 "group" of one starting at vpos,
+            # with id/lost found after the times
+            s, c = out.span("read_value")
+            s[m], c[m] = vpos, 1
+            if rf & F.ID:
+                s, c = out.span("read_id")
+                s[m], c[m] = p, 1
+                p = p + 1
+            if rf & F.LOST:
+                s, c = out.span("read_lost")
+                s[m], c[m] = p, 1
+                p = p + 1
+            nr = None
+        if nr is not None:
+            k = 0
+            for name, bit in (("read_value", 0), ("read_id", F.ID), ("read_lost", F.LOST)):
+                if bit and not rf & bit:
+                    continue
+                s, c = out.span(name)
+                s[m], c[m] = p + k, nr
+                k += 1
+            p = p + per * nr
+        for name in ("read_value", "read_id", "read_lost"):
+            if name in out.flat:
+                out.stride(name)[m] = per
+    if st & S.CALLCHAIN:
+        nr = u64(None, "CALLCHAIN nr").astype(np.int64)
+        bad = (nr < 0) | (nr > e - p)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), f"CALLCHAIN (nr={int(W[p[i] - 1])})", st)
+        s, c = out.span("callchain")
+        s[m], c[m] = p, nr
+        p = p + nr
+    if st & S.RAW:
+        check(1, "RAW size")
+        rsz = (W[p] & 0xFFFFFFFF).astype(np.int64)
+        if ((4 + rsz) & 7).any():
+            raise _Unaligned
+        bad = (p * 8 + 4 + rsz) > e * 8
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), f"RAW (size={int(rsz[i])})", st)
+        s, c = out.span("raw")
+        s[m], c[m] = p * 8 + 4, rsz
+        p = p + (4 + rsz) // 8
+    if st & S.BRANCH_STACK:
+        nr = u64(None, "BRANCH_STACK nr").astype(np.int64)
+        if entry.has_hw_index:
+            u64("branch_hw_idx", "BRANCH_STACK hw_idx")
+        per = 3 + entry.has_branch_counters
+        bad = (nr < 0) | (nr > (e - p) // per)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), f"BRANCH_STACK (nr={int(nr[i])})", st)
+        s, c = out.span("branch")
+        s[m], c[m] = p, nr
+        p = p + 3 * nr
+        if entry.has_branch_counters:
+            s, c = out.span("branch_counters")
+            s[m], c[m] = p, nr
+            p = p + nr
+    if st & S.REGS_USER:
+        p = _regs(W, p, e, rec_off, m, out, "regs_user", entry.regs_user_count, base_offset, st)
+    if st & S.STACK_USER:
+        check(1, "STACK_USER size")
+        sz = W[p].astype(np.int64)
+        p = p + 1
+        if (sz & 7).any():
+            raise _Unaligned
+        has = sz != 0
+        bad = (sz < 0) | (sz // 8 + has > e - p)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), f"STACK_USER (size={int(sz[i])})", st)
+        s, c = out.span("stack_user")
+        s[m], c[m] = p * 8, sz
+        p = p + sz // 8
+        dyn = out.col("stack_user_dyn_size", np.uint64)
+        dyn[m] = np.where(has, W[np.minimum(p, len(W) - 1)], 0)
+        p = p + has
+    if st & (S.WEIGHT | S.WEIGHT_STRUCT):
+        u64("weight", "WEIGHT")
+    if st & S.DATA_SRC:
+        u64("data_src", "DATA_SRC")
+    if st & S.TRANSACTION:
+        u64("transaction", "TRANSACTION")
+    if st & S.REGS_INTR:
+        p = _regs(W, p, e, rec_off, m, out, "regs_intr", entry.regs_intr_count, base_offset, st)
+    if st & S.PHYS_ADDR:
+        u64("phys_addr", "PHYS_ADDR")
+    if st & S.CGROUP:
+        u64("cgroup", "CGROUP")
+    if st & S.DATA_PAGE_SIZE:
+        u64("data_page_size", "DATA_PAGE_SIZE")
+    if st & S.CODE_PAGE_SIZE:
+        u64("code_page_size", "CODE_PAGE_SIZE")
+    if st & S.AUX:
+        check(1, "AUX size")
+        sz = W[p].astype(np.int64)
+        p = p + 1
+        if (sz & 7).any():
+            raise _Unaligned
+        bad = (sz < 0) | (sz // 8 > e - p)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise _overrun(base_offset + int(rec_off[i]), f"AUX (size={int(sz[i])})", st)
+        s, c = out.span("aux")
+        s[m], c[m] = p * 8, sz
+        p = p + sz // 8
+
+
+def _regs(W, p, e, rec_off, m, out: _Cols, name: str, count: int, base_offset: int, st: int):
+    bad = p + 1 > e
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _overrun(base_offset + int(rec_off[i]), f"{name.upper()} abi", st)
+    abi_ = W[p]
+    out.col(name + "_abi", np.uint64)[m] = abi_
+    p = p + 1
+    n = np.where(abi_ != 0, count, 0).astype(np.int64)
+    bad = p + n > e
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _overrun(base_offset + int(rec_off[i]), f"{name.upper()} ({count} registers)", st)
+    s, c = out.span(name)
+    s[m], c[m] = p, n
+    return p + n
+
+
+def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats) -> SampleBatch:
+    """Decode the SAMPLE records at byte offsets ``offs`` (sizes ``sizes``) of ``buf``.
+
+    Samples whose id is in no attr are dropped and counted in ``stats.unknown_id``.
+    """
+    n = len(offs)
+    mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    nbytes = len(mv)
+    aligned = not ((offs | sizes) & 7).any()
+    if aligned and nbytes >= 8:
+        W = np.frombuffer(mv, dtype="<u8", count=nbytes // 8)
+        w = offs >> 3
+        e = (offs + sizes) >> 3
+        if len(attrs.entries) == 1:
+            ai = np.zeros(n, dtype=np.int32)
+        else:
+            ip_ = w + 1 + attrs.id_pos
+            bad = ip_ >= e
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise errors.FormatError(
+                    f"malformed PERF_RECORD_SAMPLE at byte offset {base_offset + int(offs[i])}: too short to hold its id "
+                    f"(word {attrs.id_pos} after the header)", offset=base_offset + int(offs[i]))
+            ai = attrs.indices_of_ids(W[ip_])
+            unknown = ai < 0
+            if unknown.any():
+                stats.unknown_id += int(unknown.sum())
+                keep = ~unknown
+                offs, sizes, w, e, ai = offs[keep], sizes[keep], w[keep], e[keep], ai[keep]
+                n = len(offs)
+        out = _Cols(n)
+        groups = np.unique(ai) if len(attrs.entries) > 1 else np.zeros(1, dtype=np.int32)
+        try:
+            for g in groups:
+                if len(groups) == 1:
+                    m: np.ndarray | slice = slice(None)
+                    gw, ge, go = w, e, offs
+                else:
+                    m = ai == g
+                    gw, ge, go = w[m], e[m], offs[m]
+                _decode_group(W, gw, ge, go, m, attrs.entries[int(g)], out, base_offset)
+        except _Unaligned:
+            return _decode_scalar(mv, offs, sizes, attrs, base_offset, stats)
+        misc = ((W[w] >> 32) & 0xFFFF).astype(np.uint16)
+        batch = SampleBatch(attrs=attrs, offset=offs + base_offset, misc=misc, attr_index=ai)
+        for name, arr in out.cols.items():
+            setattr(batch, name, arr)
+        B = None
+        for name, (s, c) in out.flat.items():
+            if name in ("raw", "stack_user", "aux"):
+                if B is None:
+                    B = np.frombuffer(mv, dtype=np.uint8, count=nbytes)
+                flat, offsets = _gather(B, s, c)
+                setattr(batch, name, flat)
+                setattr(batch, name + "_offsets", offsets)
+            elif name == "branch":
+                batch.branch_from, offsets = _gather(W, s, c, 3)
+                batch.branch_to, _ = _gather(W, s + 1, c, 3)
+                batch.branch_flags, _ = _gather(W, s + 2, c, 3)
+                batch.branch_offsets = offsets
+            elif name == "branch_counters":
+                batch.branch_counters, _ = _gather(W, s, c)
+            elif name.startswith("read_"):
+                flat, offsets = _gather(W, s, c, out.strides.get(name, 1))
+                setattr(batch, name, flat)
+                batch.read_offsets = offsets
+            else:
+                flat, offsets = _gather(W, s, c)
+                setattr(batch, name, flat)
+                setattr(batch, name + "_offsets", offsets)
+        return batch
+    return _decode_scalar(mv, offs, sizes, attrs, base_offset, stats)
+
+
+def _decode_scalar(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats) -> SampleBatch:
+    """The struct-loop path: one :func:`parse_sample` per record, then columns."""
+    rows = []
+    for off, size in zip(offs.tolist(), sizes.tolist()):
+        if len(attrs.entries) == 1:
+            entry = attrs.entries[0]
+        else:
+            pos = off + 8 + 8 * attrs.id_pos
+            if pos + 8 > off + size:
+                raise errors.FormatError(
+                    f"malformed PERF_RECORD_SAMPLE at byte offset {base_offset + off}: too short to hold its id",
+                    offset=base_offset + off)
+            idx = attrs.index_of_id(_U64.unpack_from(buf, pos)[0])
+            if idx < 0:
+                stats.unknown_id += 1
+                continue
+            entry = attrs.entries[idx]
+        rows.append(parse_sample(buf, off, size, entry, base_offset))
+    return batch_from_rows(rows, attrs)
+
+
+def batch_from_rows(rows: list[dict[str, Any]], attrs: AttrTable) -> SampleBatch:
+    """Build a :class:`SampleBatch` from :func:`parse_sample` dicts."""
+    n = len(rows)
+    batch = SampleBatch(
+        attrs=attrs,
+        offset=np.array([r["offset"] for r in rows], dtype=np.int64),
+        misc=np.array([r["misc"] for r in rows], dtype=np.uint16),
+        attr_index=np.array([r["attr_index"] for r in rows], dtype=np.int32),
+    )
+    present = set().union(*(r.keys() for r in rows)) if rows else set()
+    for name in ("id", "ip", "time", "addr", "stream_id", "period", "weight", "data_src", "transaction", "phys_addr",
+                 "cgroup", "data_page_size", "code_page_size", "branch_hw_idx", "regs_user_abi", "regs_intr_abi",
+                 "stack_user_dyn_size"):
+        if name in present:
+            setattr(batch, name, np.array([r.get(name, 0) for r in rows], dtype=np.uint64))
+    for name in ("pid", "tid", "cpu"):
+        if name in present:
+            setattr(batch, name, np.array([r.get(name, 0) for r in rows], dtype=np.int32))
+
+    def flat_u64(names: tuple[str, ...], off_name: str) -> None:
+        if not any(nm in present for nm in names):
+            return
+        lens = [len(r.get(names[0], ())) for r in rows]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        setattr(batch, off_name, offsets)
+        for nm in names:
+            if nm in present:
+                vals = [v for r in rows for v in r.get(nm, [0] * len(r.get(names[0], ())))]
+                setattr(batch, nm, np.array(vals, dtype=np.uint64))
+
+    def flat_bytes(name: str) -> None:
+        if name not in present:
+            return
+        parts = [r.get(name, b"") for r in rows]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in parts], out=offsets[1:])
+        setattr(batch, name, np.frombuffer(b"".join(parts), dtype=np.uint8).copy())
+        setattr(batch, name + "_offsets", offsets)
+
+    flat_u64(("callchain",), "callchain_offsets")
+    flat_u64(("branch_from", "branch_to", "branch_flags"), "branch_offsets")
+    if "branch_counters" in present:
+        batch.branch_counters = np.array([v for r in rows for v in r.get("branch_counters", [])], dtype=np.uint64)
+    flat_u64(("regs_user",), "regs_user_offsets")
+    flat_u64(("regs_intr",), "regs_intr_offsets")
+    for name in ("raw", "stack_user", "aux"):
+        flat_bytes(name)
+    if "read" in present:
+        reads = [r.get("read") for r in rows]
+        lens = [len(rv.values) if rv else 0 for rv in reads]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        batch.read_offsets = offsets
+        batch.read_value = np.array([v for rv in reads if rv for v in rv.values], dtype=np.uint64)
+        if any(rv and rv.ids is not None for rv in reads):
+            batch.read_id = np.array([v for rv in reads if rv for v in (rv.ids or [0] * len(rv.values))], dtype=np.uint64)
+        if any(rv and rv.lost is not None for rv in reads):
+            batch.read_lost = np.array([v for rv in reads if rv for v in (rv.lost or [0] * len(rv.values))], dtype=np.uint64)
+        if any(rv and rv.time_enabled is not None for rv in reads):
+            batch.read_time_enabled = np.array([(rv.time_enabled or 0) if rv else 0 for rv in reads], dtype=np.uint64)
+        if any(rv and rv.time_running is not None for rv in reads):
+            batch.read_time_running = np.array([(rv.time_running or 0) if rv else 0 for rv in reads], dtype=np.uint64)
+    return batch

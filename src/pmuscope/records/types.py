@@ -1,0 +1,565 @@
+"""Side-band records (everything but PERF_RECORD_SAMPLE) as small dataclasses,
+their parsers, and the decode statistics.
+
+Layouts: ``include/uapi/linux/perf_event.h`` ``enum perf_event_type``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+from .. import errors
+from ..kernel import abi
+from .attrs import AttrEntry, AttrTable
+
+S = abi.PerfSample
+R = abi.PerfRecord
+
+_U64 = struct.Struct("<Q")
+_U32x2 = struct.Struct("<II")
+
+
+def _fmt_err(offset: int, what: str) -> errors.FormatError:
+    return errors.FormatError(f"malformed record at byte offset {offset}: {what}", offset=offset)
+
+
+@dataclass(slots=True)
+class SampleId:
+    """The ``struct sample_id`` trailer of a side-band record (``sample_id_all``).
+    Fields the attr did not ask for are None."""
+
+    pid: int | None = None
+    tid: int | None = None
+    time: int | None = None
+    id: int | None = None
+    stream_id: int | None = None
+    cpu: int | None = None
+    identifier: int | None = None
+
+
+@dataclass(slots=True)
+class ReadValues:
+    """``struct read_format`` (PERF_RECORD_READ and PERF_SAMPLE_READ). For a
+    group, ``values``/``ids``/``lost`` have one entry per member; otherwise one."""
+
+    values: list[int]
+    time_enabled: int | None = None
+    time_running: int | None = None
+    ids: list[int] | None = None
+    lost: list[int] | None = None
+    group: bool = False
+
+
+def parse_read_format(buf, pos: int, end: int, read_format: int, offset_for_errors: int) -> tuple[ReadValues, int]:
+    """Parse a read_format at ``buf[pos:]`` (not past ``end``); return it and the new position."""
+    F = abi.PerfFormat
+
+    def u64() -> int:
+        nonlocal pos
+        if pos + 8 > end:
+            raise _fmt_err(offset_for_errors, f"read_format ({read_format:#x}) runs past the end of the record")
+        (v,) = _U64.unpack_from(buf, pos)
+        pos += 8
+        return v
+
+    if read_format & F.GROUP:
+        nr = u64()
+        per = 1 + bool(read_format & F.ID) + bool(read_format & F.LOST)
+        te = u64() if read_format & F.TOTAL_TIME_ENABLED else None
+        tr = u64() if read_format & F.TOTAL_TIME_RUNNING else None
+        if nr * per * 8 > end - pos:
+            raise _fmt_err(offset_for_errors, f"read_format group of nr={nr} members runs past the end of the record")
+        values, ids, lost = [], [] if read_format & F.ID else None, [] if read_format & F.LOST else None
+        for _ in range(nr):
+            values.append(u64())
+            if ids is not None:
+                ids.append(u64())
+            if lost is not None:
+                lost.append(u64())
+        return ReadValues(values, te, tr, ids, lost, True), pos
+    value = u64()
+    te = u64() if read_format & F.TOTAL_TIME_ENABLED else None
+    tr = u64() if read_format & F.TOTAL_TIME_RUNNING else None
+    ids = [u64()] if read_format & F.ID else None
+    lost = [u64()] if read_format & F.LOST else None
+    return ReadValues([value], te, tr, ids, lost, False), pos
+
+
+def read_format_size(read_format: int, nr: int = 1) -> int:
+    """Bytes of a read_format (``nr`` members for a group)."""
+    F = abi.PerfFormat
+    times = bool(read_format & F.TOTAL_TIME_ENABLED) + bool(read_format & F.TOTAL_TIME_RUNNING)
+    per = 1 + bool(read_format & F.ID) + bool(read_format & F.LOST)
+    if read_format & F.GROUP:
+        return 8 * (1 + times + nr * per)
+    return 8 * (times + per)
+
+
+# --- the records ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Record:
+    """Common part: byte ``offset`` of the record in its stream, header ``misc``,
+    and the ``sample_id`` trailer (None without ``sample_id_all``)."""
+
+    offset: int
+    misc: int
+    sample_id: SampleId | None
+
+    type: ClassVar[int] = 0
+
+    @property
+    def time(self) -> int | None:
+        return self.sample_id.time if self.sample_id is not None else None
+
+    @property
+    def cpu(self) -> int | None:
+        return self.sample_id.cpu if self.sample_id is not None else None
+
+    @property
+    def cpumode(self) -> int:
+        return self.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK
+
+
+@dataclass(slots=True)
+class Mmap(Record):
+    pid: int
+    tid: int
+    addr: int
+    len: int
+    pgoff: int
+    filename: str
+    type: ClassVar[int] = R.MMAP
+
+
+@dataclass(slots=True)
+class Mmap2(Record):
+    """MMAP2: ``maj``/``min``/``ino``/``ino_generation``, or ``build_id`` when misc
+    has PERF_RECORD_MISC_MMAP_BUILD_ID (then the inode fields are None)."""
+
+    pid: int
+    tid: int
+    addr: int
+    len: int
+    pgoff: int
+    maj: int | None
+    min: int | None
+    ino: int | None
+    ino_generation: int | None
+    build_id: bytes | None
+    prot: int
+    flags: int
+    filename: str
+    type: ClassVar[int] = R.MMAP2
+
+
+@dataclass(slots=True)
+class Comm(Record):
+    pid: int
+    tid: int
+    comm: str
+    type: ClassVar[int] = R.COMM
+
+    @property
+    def exec(self) -> bool:
+        """True when the comm changed because of an exec (PERF_RECORD_MISC_COMM_EXEC)."""
+        return bool(self.misc & abi.PERF_RECORD_MISC_COMM_EXEC)
+
+
+@dataclass(slots=True)
+class Fork(Record):
+    pid: int
+    ppid: int
+    tid: int
+    ptid: int
+    fork_time: int
+    type: ClassVar[int] = R.FORK
+
+
+@dataclass(slots=True)
+class Exit(Record):
+    pid: int
+    ppid: int
+    tid: int
+    ptid: int
+    exit_time: int
+    type: ClassVar[int] = R.EXIT
+
+
+@dataclass(slots=True)
+class Lost(Record):
+    """The kernel dropped ``lost`` records of event ``id`` (ring buffer full)."""
+
+    id: int
+    lost: int
+    type: ClassVar[int] = R.LOST
+
+
+@dataclass(slots=True)
+class LostSamples(Record):
+    """``lost`` samples dropped before reaching the buffer (e.g. PEBS/SPE)."""
+
+    lost: int
+    type: ClassVar[int] = R.LOST_SAMPLES
+
+
+@dataclass(slots=True)
+class Throttle(Record):
+    throttle_time: int
+    id: int
+    stream_id: int
+    type: ClassVar[int] = R.THROTTLE
+
+
+@dataclass(slots=True)
+class Unthrottle(Record):
+    throttle_time: int
+    id: int
+    stream_id: int
+    type: ClassVar[int] = R.UNTHROTTLE
+
+
+@dataclass(slots=True)
+class Switch(Record):
+    type: ClassVar[int] = R.SWITCH
+
+    @property
+    def out(self) -> bool:
+        return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT)
+
+    @property
+    def preempt(self) -> bool:
+        return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+
+
+@dataclass(slots=True)
+class SwitchCpuWide(Record):
+    """``next_prev_pid``/``tid``: the task switched to (on out) or from (on in)."""
+
+    next_prev_pid: int
+    next_prev_tid: int
+    type: ClassVar[int] = R.SWITCH_CPU_WIDE
+
+    @property
+    def out(self) -> bool:
+        return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT)
+
+    @property
+    def preempt(self) -> bool:
+        return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+
+
+@dataclass(slots=True)
+class Namespaces(Record):
+    """``namespaces``: (dev, inode) per namespace, indexed by NET_NS_INDEX ..."""
+
+    pid: int
+    tid: int
+    namespaces: list[tuple[int, int]]
+    type: ClassVar[int] = R.NAMESPACES
+
+
+@dataclass(slots=True)
+class Ksymbol(Record):
+    addr: int
+    len: int
+    ksym_type: int
+    flags: int
+    name: str
+    type: ClassVar[int] = R.KSYMBOL
+
+    @property
+    def unregister(self) -> bool:
+        return bool(self.flags & abi.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER)
+
+
+@dataclass(slots=True)
+class BpfEvent(Record):
+    bpf_event_type: int
+    flags: int
+    id: int
+    tag: bytes
+    type: ClassVar[int] = R.BPF_EVENT
+
+
+@dataclass(slots=True)
+class Cgroup(Record):
+    id: int
+    path: str
+    type: ClassVar[int] = R.CGROUP
+
+
+@dataclass(slots=True)
+class TextPoke(Record):
+    addr: int
+    old_bytes: bytes
+    new_bytes: bytes
+    type: ClassVar[int] = R.TEXT_POKE
+
+
+@dataclass(slots=True)
+class Aux(Record):
+    """New data landed in the AUX area at ``aux_offset`` (``flags``: PERF_AUX_FLAG_*)."""
+
+    aux_offset: int
+    aux_size: int
+    flags: int
+    type: ClassVar[int] = R.AUX
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.flags & abi.PERF_AUX_FLAG_TRUNCATED)
+
+    @property
+    def collision(self) -> bool:
+        return bool(self.flags & abi.PERF_AUX_FLAG_COLLISION)
+
+
+@dataclass(slots=True)
+class ItraceStart(Record):
+    pid: int
+    tid: int
+    type: ClassVar[int] = R.ITRACE_START
+
+
+@dataclass(slots=True)
+class AuxOutputHwId(Record):
+    hw_id: int
+    type: ClassVar[int] = R.AUX_OUTPUT_HW_ID
+
+
+@dataclass(slots=True)
+class Read(Record):
+    pid: int
+    tid: int
+    values: ReadValues
+    type: ClassVar[int] = R.READ
+
+
+@dataclass(slots=True)
+class UserRecord:
+    """A record type >= 64 (written by perf, not the kernel), passed through raw:
+    ``data`` is the whole record including its 8-byte header."""
+
+    offset: int
+    type: int
+    misc: int
+    data: bytes
+
+
+@dataclass(slots=True)
+class UnknownRecord:
+    """A kernel record type this decoder does not know (only yielded on request)."""
+
+    offset: int
+    type: int
+    misc: int
+    size: int
+
+
+@dataclass
+class DecodeStats:
+    """Counters kept while decoding; shared across the chunks of one stream."""
+
+    records: dict[int, int] = field(default_factory=dict)
+    samples: int = 0
+    #: sum of PERF_RECORD_LOST.lost (records the kernel could not write)
+    lost: int = 0
+    #: sum of PERF_RECORD_LOST_SAMPLES.lost
+    lost_samples: int = 0
+    throttle: int = 0
+    unthrottle: int = 0
+    #: kernel record types (< 64) this decoder does not know, skipped by size
+    unknown: int = 0
+    #: SAMPLE records whose id matches no attr (dropped, as perf does)
+    unknown_id: int = 0
+    bytes: int = 0
+
+    def count(self, rtype: int, n: int = 1) -> None:
+        self.records[rtype] = self.records.get(rtype, 0) + n
+
+    def merge(self, other: "DecodeStats") -> None:
+        for k, v in other.records.items():
+            self.count(k, v)
+        for name in ("samples", "lost", "lost_samples", "throttle", "unthrottle", "unknown", "unknown_id", "bytes"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def summary(self) -> str:
+        names = {int(m): m.name for m in R}
+        parts = ", ".join(f"{names.get(t, t)}={n}" for t, n in sorted(self.records.items()))
+        return (
+            f"{self.samples} samples, {self.lost} lost events, {self.lost_samples} lost samples, "
+            f"{self.throttle} throttles, {self.unknown} unknown records ({parts})"
+        )
+
+
+# --- parsing side-band records ---------------------------------------------------
+
+
+def _cstr(raw: bytes) -> str:
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raw = raw[:nul]
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def entry_for_sideband(buf, off: int, size: int, attrs: AttrTable) -> AttrEntry:
+    """The attr whose sample_id layout applies to the side-band record at ``off``."""
+    if len(attrs.entries) == 1 or not attrs.sample_id_all or attrs.is_pos < 1:
+        return attrs.entries[0]
+    pos = off + size - 8 * attrs.is_pos
+    if pos < off + 8:
+        return attrs.entries[0]
+    (sid,) = _U64.unpack_from(buf, pos)
+    idx = attrs.by_id.get(sid, 0)
+    return attrs.entries[idx]
+
+
+def parse_sample_id(buf, pos: int, sample_type: int) -> SampleId:
+    sid = SampleId()
+    if sample_type & S.TID:
+        sid.pid, sid.tid = _U32x2.unpack_from(buf, pos)
+        pos += 8
+    if sample_type & S.TIME:
+        (sid.time,) = _U64.unpack_from(buf, pos)
+        pos += 8
+    if sample_type & S.ID:
+        (sid.id,) = _U64.unpack_from(buf, pos)
+        pos += 8
+    if sample_type & S.STREAM_ID:
+        (sid.stream_id,) = _U64.unpack_from(buf, pos)
+        pos += 8
+    if sample_type & S.CPU:
+        (sid.cpu, _res) = _U32x2.unpack_from(buf, pos)
+        pos += 8
+    if sample_type & S.IDENTIFIER:
+        (sid.identifier,) = _U64.unpack_from(buf, pos)
+        if sid.id is None:
+            sid.id = sid.identifier
+    return sid
+
+
+_NAMES = {int(m): m.name for m in R}
+
+
+def _need(body_len: int, n: int, offset: int, rtype: int) -> None:
+    if body_len < n:
+        raise _fmt_err(
+            offset, f"PERF_RECORD_{_NAMES.get(rtype, rtype)} needs at least {n} bytes of payload, has {body_len}"
+        )
+
+
+_MMAP = struct.Struct("<IIQQQ")
+_MMAP2_INO = struct.Struct("<IIQQQIIQQII")
+_MMAP2_BID = struct.Struct("<IIQQQBBH20sII")
+_EXIT = struct.Struct("<IIIIQ")
+_THROTTLE = struct.Struct("<QQQ")
+_AUX = struct.Struct("<QQQ")
+_KSYM = struct.Struct("<QIHH")
+_BPF = struct.Struct("<HHI8s")
+_POKE = struct.Struct("<QHH")
+
+
+def parse_sideband(buf, off: int, rtype: int, misc: int, size: int, attrs: AttrTable, base_offset: int = 0):
+    """Decode one side-band record at ``buf[off:off+size]``; None if ``rtype`` is unknown."""
+    entry = entry_for_sideband(buf, off, size, attrs)
+    tsize = entry.trailer_size
+    body = off + 8
+    end = off + size - tsize
+    offset = base_offset + off
+    if end < body:
+        raise _fmt_err(offset, f"record of size {size} is shorter than its {tsize}-byte sample_id trailer")
+    sid = parse_sample_id(buf, end, entry.sample_type) if tsize else None
+    blen = end - body
+    if rtype == R.MMAP:
+        _need(blen, 32, offset, rtype)
+        pid, tid, addr, ln, pgoff = _MMAP.unpack_from(buf, body)
+        return Mmap(offset, misc, sid, pid, tid, addr, ln, pgoff, _cstr(bytes(buf[body + 32 : end])))
+    if rtype == R.MMAP2:
+        _need(blen, 64, offset, rtype)
+        if misc & abi.PERF_RECORD_MISC_MMAP_BUILD_ID:
+            pid, tid, addr, ln, pgoff, bsz, _r1, _r2, bid, prot, flags = _MMAP2_BID.unpack_from(buf, body)
+            return Mmap2(offset, misc, sid, pid, tid, addr, ln, pgoff, None, None, None, None, bytes(bid[: min(bsz, 20)]), prot, flags, _cstr(bytes(buf[body + 64 : end])))
+        pid, tid, addr, ln, pgoff, maj, mn, ino, gen, prot, flags = _MMAP2_INO.unpack_from(buf, body)
+        return Mmap2(offset, misc, sid, pid, tid, addr, ln, pgoff, maj, mn, ino, gen, None, prot, flags, _cstr(bytes(buf[body + 64 : end])))
+    if rtype == R.COMM:
+        _need(blen, 8, offset, rtype)
+        pid, tid = _U32x2.unpack_from(buf, body)
+        return Comm(offset, misc, sid, pid, tid, _cstr(bytes(buf[body + 8 : end])))
+    if rtype == R.FORK or rtype == R.EXIT:
+        _need(blen, 24, offset, rtype)
+        pid, ppid, tid, ptid, t = _EXIT.unpack_from(buf, body)
+        cls = Fork if rtype == R.FORK else Exit
+        return cls(offset, misc, sid, pid, ppid, tid, ptid, t)
+    if rtype == R.LOST:
+        _need(blen, 16, offset, rtype)
+        i, n = struct.unpack_from("<QQ", buf, body)
+        return Lost(offset, misc, sid, i, n)
+    if rtype == R.LOST_SAMPLES:
+        _need(blen, 8, offset, rtype)
+        return LostSamples(offset, misc, sid, _U64.unpack_from(buf, body)[0])
+    if rtype == R.THROTTLE or rtype == R.UNTHROTTLE:
+        _need(blen, 24, offset, rtype)
+        t, i, s = _THROTTLE.unpack_from(buf, body)
+        return (Throttle if rtype == R.THROTTLE else Unthrottle)(offset, misc, sid, t, i, s)
+    if rtype == R.SWITCH:
+        return Switch(offset, misc, sid)
+    if rtype == R.SWITCH_CPU_WIDE:
+        _need(blen, 8, offset, rtype)
+        p, t = _U32x2.unpack_from(buf, body)
+        return SwitchCpuWide(offset, misc, sid, p, t)
+    if rtype == R.NAMESPACES:
+        _need(blen, 16, offset, rtype)
+        pid, tid = _U32x2.unpack_from(buf, body)
+        (nr,) = _U64.unpack_from(buf, body + 8)
+        if nr > (blen - 16) // 16:
+            raise _fmt_err(offset, f"PERF_RECORD_NAMESPACES with nr_namespaces={nr} runs past the end of the record")
+        ns = [struct.unpack_from("<QQ", buf, body + 16 + 16 * i) for i in range(nr)]
+        return Namespaces(offset, misc, sid, pid, tid, ns)
+    if rtype == R.KSYMBOL:
+        _need(blen, 16, offset, rtype)
+        addr, ln, kt, fl = _KSYM.unpack_from(buf, body)
+        return Ksymbol(offset, misc, sid, addr, ln, kt, fl, _cstr(bytes(buf[body + 16 : end])))
+    if rtype == R.BPF_EVENT:
+        _need(blen, 16, offset, rtype)
+        t, fl, i, tag = _BPF.unpack_from(buf, body)
+        return BpfEvent(offset, misc, sid, t, fl, i, bytes(tag))
+    if rtype == R.CGROUP:
+        _need(blen, 8, offset, rtype)
+        return Cgroup(offset, misc, sid, _U64.unpack_from(buf, body)[0], _cstr(bytes(buf[body + 8 : end])))
+    if rtype == R.TEXT_POKE:
+        _need(blen, 12, offset, rtype)
+        addr, old_len, new_len = _POKE.unpack_from(buf, body)
+        if 12 + old_len + new_len > blen:
+            raise _fmt_err(offset, f"PERF_RECORD_TEXT_POKE bytes (old_len={old_len}, new_len={new_len}) run past the end of the record")
+        p = body + 12
+        return TextPoke(offset, misc, sid, addr, bytes(buf[p : p + old_len]), bytes(buf[p + old_len : p + old_len + new_len]))
+    if rtype == R.AUX:
+        _need(blen, 24, offset, rtype)
+        a, s, fl = _AUX.unpack_from(buf, body)
+        return Aux(offset, misc, sid, a, s, fl)
+    if rtype == R.ITRACE_START:
+        _need(blen, 8, offset, rtype)
+        p, t = _U32x2.unpack_from(buf, body)
+        return ItraceStart(offset, misc, sid, p, t)
+    if rtype == R.AUX_OUTPUT_HW_ID:
+        _need(blen, 8, offset, rtype)
+        return AuxOutputHwId(offset, misc, sid, _U64.unpack_from(buf, body)[0])
+    if rtype == R.READ:
+        _need(blen, 8, offset, rtype)
+        p, t = _U32x2.unpack_from(buf, body)
+        values, _ = parse_read_format(buf, body + 8, end, entry.read_format, offset)
+        return Read(offset, misc, sid, p, t, values)
+    return None
+
+
+SIDEBAND_TYPES: dict[int, type] = {
+    cls.type: cls
+    for cls in (Mmap, Mmap2, Comm, Fork, Exit, Lost, LostSamples, Throttle, Unthrottle, Switch, SwitchCpuWide,
+                Namespaces, Ksymbol, BpfEvent, Cgroup, TextPoke, Aux, ItraceStart, AuxOutputHwId, Read)
+}
+
+ParseFn = Callable[..., object]
