@@ -1,0 +1,367 @@
+"""A small ELF reader: section and program headers, build-id notes,
+``.gnu_debuglink`` and bulk symbol tables.
+
+Only the standard library and numpy are needed. Symbol tables are read in one
+piece with a numpy structured dtype (``Elf64_Sym``/``Elf32_Sym`` in the file's
+byte order) instead of one Python object per symbol; names stay as offsets into
+the string table until somebody asks for them.
+
+Layouts follow the System V gABI (``elf.h``). pyelftools is not needed here;
+the test suite cross-checks this reader against it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import FormatError
+
+# e_type
+ET_EXEC = 2
+ET_DYN = 3
+# sh_type
+SHT_NOBITS = 8
+SHT_SYMTAB = 2
+SHT_DYNSYM = 11
+SHT_NOTE = 7
+SHF_COMPRESSED = 0x800
+SHF_EXECINSTR = 0x4
+# p_type
+PT_LOAD = 1
+PT_NOTE = 4
+PF_X = 1
+# symbols
+STT_NOTYPE = 0
+STT_OBJECT = 1
+STT_FUNC = 2
+STT_GNU_IFUNC = 10
+STB_LOCAL = 0
+STB_GLOBAL = 1
+STB_WEAK = 2
+SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
+SHN_XINDEX = 0xFFFF
+NT_GNU_BUILD_ID = 3
+
+_ELF_MAGIC = b"\x7fELF"
+
+
+def _sym_dtype(elf64: bool, order: str) -> np.dtype:
+    if elf64:
+        return np.dtype([("st_name", order + "u4"), ("st_info", "u1"), ("st_other", "u1"),
+                         ("st_shndx", order + "u2"), ("st_value", order + "u8"),
+                         ("st_size", order + "u8")])
+    return np.dtype([("st_name", order + "u4"), ("st_value", order + "u4"),
+                     ("st_size", order + "u4"), ("st_info", "u1"), ("st_other", "u1"),
+                     ("st_shndx", order + "u2")])
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section header (``ElfN_Shdr``) with its resolved name."""
+
+    index: int
+    name: str
+    sh_type: int
+    sh_flags: int
+    sh_addr: int
+    sh_offset: int
+    sh_size: int
+    sh_link: int
+    sh_info: int
+    sh_addralign: int
+    sh_entsize: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One program header (``ElfN_Phdr``)."""
+
+    p_type: int
+    p_flags: int
+    p_offset: int
+    p_vaddr: int
+    p_paddr: int
+    p_filesz: int
+    p_memsz: int
+    p_align: int
+
+
+@dataclass
+class RawSymbols:
+    """A symbol table as columns: ``st_value``, ``st_size``, ``st_info``,
+    ``st_shndx`` and ``st_name`` (offsets into ``strtab``)."""
+
+    st_name: np.ndarray
+    st_value: np.ndarray
+    st_size: np.ndarray
+    st_info: np.ndarray
+    st_shndx: np.ndarray
+    strtab: bytes
+    section: str
+
+    def __len__(self) -> int:
+        return len(self.st_value)
+
+    def name(self, i: int) -> str:
+        """The name of symbol ``i`` (decoded on demand)."""
+        off = int(self.st_name[i])
+        end = self.strtab.find(b"\0", off)
+        return self.strtab[off:end if end >= 0 else len(self.strtab)].decode("utf-8", "replace")
+
+
+@dataclass
+class ElfFile:
+    """Headers of one ELF file, read eagerly (they are small); section
+    contents are read on demand from ``path``.
+
+    ``ElfFile.open(path)`` raises :class:`FormatError` for a file that is not
+    ELF or whose headers point outside the file.
+    """
+
+    path: str
+    elf64: bool
+    little_endian: bool
+    e_type: int
+    e_machine: int
+    e_entry: int
+    sections: list[Section] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
+    file_size: int = 0
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "ElfFile":
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                ident = f.read(64)
+                return cls._parse(path, f, size, ident)
+        except OSError as err:
+            raise FormatError(f"{path}: cannot read ELF file: {err.strerror or err}",
+                              path=path, offset=0) from err
+
+    @staticmethod
+    def is_elf(path: str | os.PathLike) -> bool:
+        """True when ``path`` is a readable file starting with the ELF magic."""
+        try:
+            with open(path, "rb") as f:
+                return f.read(4) == _ELF_MAGIC
+        except OSError:
+            return False
+
+    @classmethod
+    def _parse(cls, path, f, size, ident) -> "ElfFile":
+        if len(ident) < 52 or ident[:4] != _ELF_MAGIC:
+            raise FormatError(f"{path}: not an ELF file (expected magic 7f 45 4c 46 at offset 0)",
+                              path=path, offset=0)
+        ei_class, ei_data = ident[4], ident[5]
+        if ei_class not in (1, 2) or ei_data not in (1, 2):
+            raise FormatError(f"{path}: unknown ELF class {ei_class} / data encoding {ei_data} "
+                              "at offset 4 (expected 1 or 2)", path=path, offset=4)
+        elf64 = ei_class == 2
+        order = "<" if ei_data == 1 else ">"
+        if elf64:
+            fmt = order + "HHIQQQIHHHHHH"
+        else:
+            fmt = order + "HHIIIIIHHHHHH"
+        need = 16 + struct.calcsize(fmt)
+        if len(ident) < need:
+            raise FormatError(f"{path}: truncated ELF header ({len(ident)} of {need} bytes)",
+                              path=path, offset=len(ident))
+        (e_type, e_machine, _ver, e_entry, e_phoff, e_shoff, _flags, _ehsize,
+         e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx) = struct.unpack_from(fmt, ident, 16)
+        self = cls(path, elf64, ei_data == 1, e_type, e_machine, e_entry, file_size=size)
+
+        def read(off: int, n: int, what: str) -> bytes:
+            if off < 0 or n < 0 or off + n > size:
+                raise FormatError(f"{path}: {what} at offset {off:#x} (+{n} bytes) lies outside "
+                                  f"the file ({size} bytes): truncated or corrupt ELF",
+                                  path=path, offset=off)
+            f.seek(off)
+            return f.read(n)
+
+        # program headers
+        if e_phoff and e_phnum:
+            if elf64:
+                pfmt, pent = order + "IIQQQQQQ", 56
+            else:
+                pfmt, pent = order + "IIIIIIII", 32
+            if e_phentsize < pent:
+                raise FormatError(f"{path}: e_phentsize {e_phentsize} at offset 0x36 is smaller "
+                                  f"than {pent}", path=path, offset=0x36 if elf64 else 0x2A)
+            blob = read(e_phoff, e_phentsize * e_phnum, "program header table")
+            for i in range(e_phnum):
+                v = struct.unpack_from(pfmt, blob, i * e_phentsize)
+                if elf64:
+                    p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align = v
+                else:
+                    p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_flags, p_align = v
+                self.segments.append(Segment(p_type, p_flags, p_offset, p_vaddr, p_paddr,
+                                             p_filesz, p_memsz, p_align))
+
+        # section headers
+        if e_shoff:
+            if elf64:
+                sfmt, sent = order + "IIQQQQIIQQ", 64
+            else:
+                sfmt, sent = order + "IIIIIIIIII", 40
+            if e_shentsize < sent:
+                raise FormatError(f"{path}: e_shentsize {e_shentsize} is smaller than {sent}",
+                                  path=path, offset=0x3A if elf64 else 0x2E)
+            first = struct.unpack_from(sfmt, read(e_shoff, sent, "section header 0"))
+            # gABI: more than SHN_LORESERVE sections keep the count in section 0's
+            # sh_size and the string-table index in its sh_link
+            if e_shnum == 0:
+                e_shnum = first[5]
+            if e_shstrndx == SHN_XINDEX:
+                e_shstrndx = first[6]
+            blob = read(e_shoff, e_shentsize * e_shnum, "section header table")
+            raw = [struct.unpack_from(sfmt, blob, i * e_shentsize) for i in range(e_shnum)]
+            names = b""
+            if 0 < e_shstrndx < e_shnum:
+                s = raw[e_shstrndx]
+                names = read(s[4], s[5], "section name string table")
+            for i, (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info,
+                    sh_addralign, sh_entsize) in enumerate(raw):
+                end = names.find(b"\0", sh_name)
+                name = names[sh_name:end if end >= 0 else len(names)].decode("ascii", "replace")
+                self.sections.append(Section(i, name, sh_type, sh_flags, sh_addr, sh_offset,
+                                             sh_size, sh_link, sh_info, sh_addralign, sh_entsize))
+        return self
+
+    # -- contents -----------------------------------------------------------
+    def read(self, offset: int, size: int, what: str = "data") -> bytes:
+        """``size`` bytes at file ``offset``; FormatError when out of bounds."""
+        if offset < 0 or size < 0 or offset + size > self.file_size:
+            raise FormatError(f"{self.path}: {what} at offset {offset:#x} (+{size} bytes) lies "
+                              f"outside the file ({self.file_size} bytes): truncated or corrupt ELF",
+                              path=self.path, offset=offset)
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            return f.read(size)
+
+    def section(self, name: str) -> Section | None:
+        """The first section called ``name``, or None."""
+        for s in self.sections:
+            if s.name == name:
+                return s
+        return None
+
+    def section_data(self, sec: Section) -> bytes:
+        """The bytes of a section (empty for SHT_NOBITS)."""
+        if sec.sh_type == SHT_NOBITS:
+            return b""
+        return self.read(sec.sh_offset, sec.sh_size, f"section {sec.name or sec.index}")
+
+    @property
+    def order(self) -> str:
+        return "<" if self.little_endian else ">"
+
+    @property
+    def load_segments(self) -> list[Segment]:
+        return [s for s in self.segments if s.p_type == PT_LOAD]
+
+    def _notes(self, data: bytes):
+        order, pos = self.order, 0
+        while pos + 12 <= len(data):
+            namesz, descsz, ntype = struct.unpack_from(order + "III", data, pos)
+            pos += 12
+            name = data[pos:pos + namesz]
+            pos += (namesz + 3) & ~3
+            desc = data[pos:pos + descsz]
+            pos += (descsz + 3) & ~3
+            yield name.rstrip(b"\0"), ntype, desc
+
+    @property
+    def build_id(self) -> str | None:
+        """The GNU build-id as lowercase hex (``NT_GNU_BUILD_ID`` note), or None."""
+        blobs = []
+        for s in self.sections:
+            if s.sh_type == SHT_NOTE:
+                blobs.append((s.sh_offset, s.sh_size))
+        if not blobs:
+            blobs = [(p.p_offset, p.p_filesz) for p in self.segments if p.p_type == PT_NOTE]
+        for off, size in blobs:
+            try:
+                data = self.read(off, size, "note")
+            except FormatError:
+                continue
+            for name, ntype, desc in self._notes(data):
+                if name == b"GNU" and ntype == NT_GNU_BUILD_ID and desc:
+                    return desc.hex()
+        return None
+
+    @property
+    def debuglink(self) -> tuple[str, int] | None:
+        """``(file name, crc32)`` from ``.gnu_debuglink``, or None."""
+        sec = self.section(".gnu_debuglink")
+        if sec is None or sec.sh_type == SHT_NOBITS:
+            return None
+        data = self.section_data(sec)
+        end = data.find(b"\0")
+        if end <= 0:
+            return None
+        crc_off = (end + 4) & ~3
+        crc = struct.unpack_from(self.order + "I", data, crc_off)[0] if crc_off + 4 <= len(data) else 0
+        return data[:end].decode("utf-8", "replace"), crc
+
+    def has_symtab(self) -> bool:
+        s = self.section(".symtab")
+        return s is not None and s.sh_type == SHT_SYMTAB and s.sh_size > 0
+
+    def symbols(self, which: str = ".symtab") -> RawSymbols | None:
+        """Read ``.symtab`` or ``.dynsym`` in bulk; None when absent."""
+        sec = self.section(which)
+        if sec is None or sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or sec.sh_size == 0:
+            return None
+        if sec.sh_flags & SHF_COMPRESSED:
+            raise FormatError(f"{self.path}: section {which} is compressed (SHF_COMPRESSED), "
+                              "which is not supported for symbol tables", path=self.path,
+                              offset=sec.sh_offset)
+        dt = _sym_dtype(self.elf64, self.order)
+        if sec.sh_entsize and sec.sh_entsize != dt.itemsize:
+            raise FormatError(f"{self.path}: {which} sh_entsize is {sec.sh_entsize}, expected "
+                              f"{dt.itemsize}", path=self.path, offset=sec.sh_offset)
+        if not 0 < sec.sh_link < len(self.sections):
+            raise FormatError(f"{self.path}: {which} sh_link {sec.sh_link} names no string table",
+                              path=self.path, offset=sec.sh_offset)
+        count = sec.sh_size // dt.itemsize
+        data = self.read(sec.sh_offset, count * dt.itemsize, f"section {which}")
+        arr = np.frombuffer(data, dtype=dt)
+        strtab = self.section_data(self.sections[sec.sh_link])
+        return RawSymbols(
+            st_name=arr["st_name"].astype(np.int64),
+            st_value=arr["st_value"].astype(np.uint64),
+            st_size=arr["st_size"].astype(np.uint64),
+            st_info=arr["st_info"].copy(),
+            st_shndx=arr["st_shndx"].astype(np.uint16),
+            strtab=strtab,
+            section=which,
+        )
+
+    def offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
+        """Map file offsets to link-time virtual addresses through the PT_LOAD
+        segment that holds each offset (``vaddr = off - p_offset + p_vaddr``).
+
+        Offsets in no segment's file range use the nearest segment below them
+        (e.g. ``.bss`` beyond ``p_filesz``), and the identity before the first.
+        """
+        offsets = np.asarray(offsets, dtype=np.uint64)
+        loads = sorted(self.load_segments, key=lambda s: s.p_offset)
+        if not loads:
+            return offsets.copy()
+        # prefer executable segments when two segments start at the same offset
+        starts = np.array([s.p_offset for s in loads], dtype=np.uint64)
+        delta = np.array([(s.p_vaddr - s.p_offset) & 0xFFFFFFFFFFFFFFFF for s in loads],
+                         dtype=np.uint64)
+        idx = np.searchsorted(starts, offsets, side="right") - 1
+        out = offsets.copy()
+        ok = idx >= 0
+        out[ok] = offsets[ok] + delta[idx[ok]]  # wraps modulo 2**64 like the hardware
+        return out

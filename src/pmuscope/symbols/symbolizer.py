@@ -1,0 +1,276 @@
+"""Turn ``(pid, ip)`` pairs into ``(dso, symbol, offset)`` in bulk.
+
+:meth:`Symbolizer.resolve_many` takes numpy arrays of pids and ips (plus,
+optionally, which ips are kernel addresses) and returns integer arrays:
+``dso_id`` and ``sym_id`` index string tables held by the symbolizer, and
+``offset`` is the distance from the symbol start (or the DSO-relative address
+when no symbol covers the ip, which perf prints as ``[unknown]``). Every
+distinct ``(pid, ip)`` is looked up once per call, every binary is parsed once
+per run, and each name is demangled once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .demangle import demangle as _demangle
+from .dso import DEFAULT_DEBUG_ROOT, DsoCache
+from .kernel import KERNEL_DSO, KernelSymbols
+from .maps import AddressSpace, Mapping, Maps
+from .perfmap import PerfMap
+from .table import SymbolTable
+
+UNKNOWN = "[unknown]"
+
+
+@dataclass
+class Resolved:
+    """Columnar result of :meth:`Symbolizer.resolve_many` (one row per input ip)."""
+
+    dso_id: np.ndarray  # int32, -1 = no mapping
+    sym_id: np.ndarray  # int64, -1 = no symbol
+    offset: np.ndarray  # uint64
+    symbolizer: "Symbolizer"
+
+    def __len__(self) -> int:
+        return len(self.dso_id)
+
+    def dso_names(self) -> list[str]:
+        return [self.symbolizer.dso_name(int(d)) for d in self.dso_id]
+
+    def sym_names(self, demangle: bool = True) -> list[str]:
+        return [self.symbolizer.sym_name(int(s), demangle) for s in self.sym_id]
+
+    def format(self, i: int) -> str:
+        """``sym+0xoff (dso)`` for row ``i`` as perf script prints it."""
+        s, o = int(self.sym_id[i]), int(self.offset[i])
+        sym = self.symbolizer.sym_name(s)
+        return f"{sym}+{o:#x} ({self.symbolizer.dso_name(int(self.dso_id[i]))})" if s >= 0 \
+            else f"{sym} ({self.symbolizer.dso_name(int(self.dso_id[i]))})"
+
+
+class Symbolizer:
+    """Symbol resolution for a recording or for live processes.
+
+    ``maps`` holds the address spaces (fed from MMAP2/FORK/COMM records); with
+    ``use_proc_maps=True`` a pid it has never seen is read from
+    ``PROCFS_ROOT/PID/maps`` (live profiling). ``sysroot`` is prefixed to
+    file names (perf's ``--symfs``); ``debug_root`` is where separate debug
+    files live; ``tmp_dir`` holds ``perf-PID.map`` JIT maps; ``kernel`` is a
+    :class:`KernelSymbols` or None to read ``PROCFS_ROOT/kallsyms`` on first
+    use (False: no kernel symbols).
+    """
+
+    def __init__(self, maps: Maps | None = None, *, kernel: KernelSymbols | None | bool = None,
+                 procfs_root: str = "/proc", sysroot: str = "", debug_root: str = DEFAULT_DEBUG_ROOT,
+                 buildid_dir: str | None = None, tmp_dir: str = "/tmp",
+                 use_proc_maps: bool = False, cache: DsoCache | None = None):
+        self.maps = maps if maps is not None else Maps()
+        self.procfs_root = procfs_root
+        self.sysroot = sysroot
+        self.tmp_dir = tmp_dir
+        self.use_proc_maps = use_proc_maps
+        if buildid_dir is None:
+            buildid_dir = os.path.join(os.path.expanduser("~"), ".debug")
+        self.cache = cache if cache is not None else DsoCache(debug_root=debug_root,
+                                                               buildid_dir=buildid_dir)
+        self._kernel = kernel
+        self._dso_names: list[str] = []
+        self._dso_ids: dict[str, int] = {}
+        # symbol id ranges: one (base, table) per table ever handed out ids
+        self._sym_bases: list[int] = []
+        self._sym_tables: list[SymbolTable] = []
+        self._sym_dso: list[int] = []
+        self._base_of: dict[int, int] = {}  # id(table) -> base
+        self._next_sym = 0
+        self._perf_maps: dict[int, PerfMap | None] = {}
+        self._demangled: dict[int, str] = {}
+
+    # -- string tables --------------------------------------------------------
+    def dso_id(self, name: str) -> int:
+        i = self._dso_ids.get(name)
+        if i is None:
+            i = self._dso_ids[name] = len(self._dso_names)
+            self._dso_names.append(name)
+        return i
+
+    def dso_name(self, dso_id: int) -> str:
+        """Name of a DSO id (``[unknown]`` for -1)."""
+        return self._dso_names[dso_id] if dso_id >= 0 else UNKNOWN
+
+    @property
+    def dso_names(self) -> list[str]:
+        return list(self._dso_names)
+
+    @property
+    def symbol_count(self) -> int:
+        """Number of symbol ids handed out so far."""
+        return self._next_sym
+
+    def _sym_base(self, table: SymbolTable, dso_id: int) -> int:
+        key = id(table)
+        base = self._base_of.get(key)
+        if base is None:
+            base = self._base_of[key] = self._next_sym
+            self._sym_bases.append(base)
+            self._sym_tables.append(table)
+            self._sym_dso.append(dso_id)
+            self._next_sym += max(len(table), 1)
+        return base
+
+    def _locate(self, sym_id: int) -> tuple[SymbolTable, int]:
+        k = int(np.searchsorted(np.asarray(self._sym_bases), sym_id, side="right")) - 1
+        return self._sym_tables[k], sym_id - self._sym_bases[k]
+
+    def sym_name(self, sym_id: int, demangle: bool = True) -> str:
+        """Name of a symbol id, demangled by default (``[unknown]`` for -1)."""
+        if sym_id < 0:
+            return UNKNOWN
+        if demangle:
+            n = self._demangled.get(sym_id)
+            if n is None:
+                t, i = self._locate(sym_id)
+                n = self._demangled[sym_id] = _demangle(t.name(i))
+            return n
+        t, i = self._locate(sym_id)
+        return t.name(i)
+
+    def sym_names(self, sym_ids, demangle: bool = True) -> list[str]:
+        return [self.sym_name(int(s), demangle) for s in sym_ids]
+
+    def sym_dso(self, sym_id: int) -> int:
+        """The DSO id a symbol id belongs to."""
+        k = int(np.searchsorted(np.asarray(self._sym_bases), sym_id, side="right")) - 1
+        return self._sym_dso[k]
+
+    # -- sources ----------------------------------------------------------------
+    @property
+    def kernel(self) -> KernelSymbols | None:
+        if self._kernel is None:
+            self._kernel = KernelSymbols.load(self.procfs_root)
+        return self._kernel or None
+
+    def perf_map(self, pid: int) -> PerfMap | None:
+        if pid not in self._perf_maps:
+            pm = PerfMap.for_pid(pid, self.tmp_dir)
+            self._perf_maps[pid] = pm if pm.exists() else None
+        return self._perf_maps[pid]
+
+    def _space(self, pid: int) -> AddressSpace | None:
+        s = self.maps.spaces.get(pid)
+        if s is None and self.use_proc_maps:
+            try:
+                s = self.maps.add_proc(pid, self.procfs_root)
+            except Exception:  # process gone: nothing to map with
+                s = None
+        return s
+
+    # -- resolution -------------------------------------------------------------
+    def resolve(self, pid: int, ip: int, kernel: bool | None = None) -> tuple[str, str, int]:
+        """``(dso, symbol, offset)`` for one address (convenience over resolve_many)."""
+        r = self.resolve_many(np.array([pid]), np.array([ip], dtype=np.uint64),
+                              None if kernel is None else np.array([kernel]))
+        return self.dso_name(int(r.dso_id[0])), self.sym_name(int(r.sym_id[0])), int(r.offset[0])
+
+    def resolve_many(self, pids, ips, kernel=None) -> Resolved:
+        """Resolve arrays of pids and ips (same length, or one pid for all).
+
+        ``kernel`` is a boolean array saying which ips are kernel addresses
+        (from the sample's cpumode); by default an ip with the top bit set is
+        taken as a kernel address (true on x86_64, arm64 and riscv64).
+        """
+        ips = np.asarray(ips).astype(np.uint64, copy=False)
+        n = len(ips)
+        pids = np.asarray(pids, dtype=np.int64)
+        if pids.ndim == 0 or len(pids) == 1 and n != 1:
+            pids = np.full(n, int(pids.reshape(-1)[0]), dtype=np.int64)
+        if len(pids) != n:
+            raise ValueError(f"resolve_many: {len(pids)} pids for {n} ips")
+        if kernel is None:
+            is_k = (ips >> np.uint64(63)).astype(bool)
+        else:
+            is_k = np.asarray(kernel, dtype=bool)
+        dso = np.full(n, -1, dtype=np.int32)
+        sym = np.full(n, -1, dtype=np.int64)
+        off = ips.copy()
+        if is_k.any():
+            self._resolve_kernel(np.flatnonzero(is_k), ips, dso, sym, off)
+        user = np.flatnonzero(~is_k)
+        if len(user):
+            order = user[np.argsort(pids[user], kind="stable")]
+            p = pids[order]
+            cuts = np.flatnonzero(p[1:] != p[:-1]) + 1
+            for grp in np.split(order, cuts):
+                self._resolve_pid(int(pids[grp[0]]), grp, ips, dso, sym, off)
+        return Resolved(dso, sym, off, self)
+
+    def _lookup_into(self, table: SymbolTable, dso_id: int, addrs: np.ndarray, rows: np.ndarray,
+                     dso, sym, off) -> None:
+        local, o = table.lookup(addrs)
+        base = self._sym_base(table, dso_id)
+        dso[rows] = dso_id
+        sym[rows] = np.where(local >= 0, local + base, -1)
+        off[rows] = o
+
+    def _resolve_kernel(self, rows, ips, dso, sym, off) -> None:
+        ks = self.kernel
+        u, inv = np.unique(ips[rows], return_inverse=True)
+        inv = inv.reshape(-1)
+        udso = np.full(len(u), self.dso_id(KERNEL_DSO), dtype=np.int32)
+        usym = np.full(len(u), -1, dtype=np.int64)
+        uoff = u.copy()
+        if ks is not None and not ks.addresses_hidden:
+            for name, idx in ks.dso_of(u):
+                t = ks.tables.get(name)
+                d = self.dso_id(name)
+                if t is None:
+                    udso[idx] = d
+                    continue
+                self._lookup_into(t, d, u[idx], idx, udso, usym, uoff)
+        dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
+
+    def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
+        u, inv = np.unique(ips[rows], return_inverse=True)
+        inv = inv.reshape(-1)
+        udso = np.full(len(u), -1, dtype=np.int32)
+        usym = np.full(len(u), -1, dtype=np.int64)
+        uoff = u.copy()
+        space = self._space(pid)
+        midx = space.find_many(u) if space is not None else np.full(len(u), -1, np.int64)
+        for mi in np.unique(midx):
+            sel = np.flatnonzero(midx == mi)
+            addrs = u[sel]
+            if mi < 0:
+                pm = self.perf_map(pid)
+                if pm is not None:
+                    self._lookup_into(pm.table(), self.dso_id(pm.dso), addrs, sel, udso, usym, uoff)
+                continue
+            m = space[int(mi)]
+            self._resolve_mapping(pid, m, addrs, sel, udso, usym, uoff)
+        dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
+
+    def _resolve_mapping(self, pid: int, m: Mapping, addrs, sel, udso, usym, uoff) -> None:
+        if m.is_anon:
+            pm = self.perf_map(pid)
+            if pm is not None:
+                self._lookup_into(pm.table(), self.dso_id(pm.dso), addrs, sel, udso, usym, uoff)
+            else:
+                udso[sel] = self.dso_id(m.filename or "//anon")
+            return
+        fileoff = addrs - np.uint64(m.start) + np.uint64(m.pgoff)
+        if m.is_special:  # [vdso], [heap], [stack]: no file to read symbols from
+            udso[sel] = self.dso_id(m.filename)
+            uoff[sel] = addrs - np.uint64(m.start)
+            return
+        path = self.sysroot + m.filename if self.sysroot else m.filename
+        elf = self.cache.get(path, m.build_id)
+        d = self.dso_id(m.filename)
+        if elf is None:
+            udso[sel] = d
+            uoff[sel] = fileoff
+            return
+        vaddr = elf.file_offset_to_vaddr(fileoff)
+        self._lookup_into(elf.table, d, vaddr, sel, udso, usym, uoff)
