@@ -1,5 +1,19 @@
 """Event strings → EventSpec (a complete perf_event_attr + name), the way perf parses them."""
 
 from .spec import EventSpec
+from .parser import parse_events, MODIFIER_CHARS
+from .defaults import apply_counting_defaults, stat_defaults
+from . import pmu, generic, tracepoints, vendor, cpuid
 
-__all__ = ["EventSpec"]
+__all__ = [
+    "EventSpec",
+    "parse_events",
+    "apply_counting_defaults",
+    "stat_defaults",
+    "MODIFIER_CHARS",
+    "pmu",
+    "generic",
+    "tracepoints",
+    "vendor",
+    "cpuid",
+]

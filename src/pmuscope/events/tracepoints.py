@@ -1,0 +1,75 @@
+"""Tracepoints from tracefs: ``events/<subsystem>/<name>/id`` gives the
+``config`` of a ``PERF_TYPE_TRACEPOINT`` event."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+
+def find_tracefs(sysfs_root: str = "/sys") -> str | None:
+    """The tracefs mount under ``sysfs_root`` (``kernel/tracing``, else
+    ``kernel/debug/tracing``), or None."""
+    for rel in ("kernel/tracing", "kernel/debug/tracing"):
+        path = os.path.join(sysfs_root, rel)
+        if os.path.isdir(os.path.join(path, "events")):
+            return path
+    return None
+
+
+def subsystems(tracefs: str) -> list[str]:
+    base = os.path.join(tracefs, "events")
+    try:
+        return sorted(n for n in os.listdir(base) if os.path.isdir(os.path.join(base, n)))
+    except OSError:
+        return []
+
+
+def events_of(tracefs: str, subsystem: str) -> list[str]:
+    base = os.path.join(tracefs, "events", subsystem)
+    try:
+        return sorted(n for n in os.listdir(base) if os.path.isfile(os.path.join(base, n, "id")))
+    except OSError:
+        return []
+
+
+def tracepoint_id(tracefs: str, subsystem: str, name: str) -> int | None:
+    try:
+        with open(os.path.join(tracefs, "events", subsystem, name, "id")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_glob(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def expand(tracefs: str, subsystem: str, name: str) -> list[tuple[str, str, int]]:
+    """``(subsystem, name, id)`` for every tracepoint matching the (possibly
+    globbed) ``subsystem:name``, in tracefs order (sorted)."""
+    if not _is_glob(subsystem) and not _is_glob(name):
+        tid = tracepoint_id(tracefs, subsystem, name)
+        return [] if tid is None else [(subsystem, name, tid)]
+    out = []
+    systems = [s for s in subsystems(tracefs) if fnmatch.fnmatchcase(s, subsystem)]
+    for sys_ in systems:
+        for ev in events_of(tracefs, sys_):
+            if fnmatch.fnmatchcase(ev, name):
+                tid = tracepoint_id(tracefs, sys_, ev)
+                if tid is not None:
+                    out.append((sys_, ev, tid))
+    return out
+
+
+def all_tracepoints(tracefs: str) -> list[str]:
+    """Every ``subsystem:name`` (cheap: reads ``available_events`` when present)."""
+    text = None
+    try:
+        with open(os.path.join(tracefs, "available_events")) as f:
+            text = f.read()
+    except OSError:
+        pass
+    if text is not None:
+        return sorted(line.strip() for line in text.splitlines() if ":" in line)
+    return [f"{s}:{e}" for s in subsystems(tracefs) for e in events_of(tracefs, s)]
