@@ -1,0 +1,1 @@
+"""Profiles: stacks and weights from records + symbols; reports and exporters."""
