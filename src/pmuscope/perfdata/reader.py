@@ -1,0 +1,739 @@
+"""Reading perf.data: file mode (``PERFILE2``) and pipe mode, zstd-compressed
+data, AUXTRACE payloads, and time ordering by perf's FINISHED_ROUND rule.
+
+Sources: ``tools/perf/Documentation/perf.data-file-format.txt``,
+``tools/perf/util/header.c`` (``perf_session__read_header``, ``read_attr``,
+``perf_header__process_sections``), ``tools/perf/util/session.c``
+(``reader__read_event``, ``perf_session__process_compressed_event``,
+``process_finished_round``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import mmap
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterator
+
+from ..errors import FormatError, require
+from ..kernel import abi
+from ._cursor import Cursor, format_error
+from .features import Feature, EventDesc, feature_name, parse_feature
+
+PERF_MAGIC2 = b"PERFILE2"
+PERF_MAGIC1 = b"PERFFILE"
+FILE_HEADER_SIZE = 104
+PIPE_HEADER_SIZE = 16
+#: ``struct perf_trace_event_type {u64 event_id; char name[MAX_EVENT_NAME=64];}``
+EVENT_TYPE_ENTRY_SIZE = 72
+#: PERF_RECORD_EVENT_UPDATE types (tools/lib/perf/include/perf/event.h)
+EVENT_UPDATE_UNIT, EVENT_UPDATE_SCALE, EVENT_UPDATE_NAME, EVENT_UPDATE_CPUS = 0, 1, 2, 3
+#: chunks handed to the record decoder are cut near this size
+CHUNK_BYTES = 4 << 20
+
+_HDR = struct.Struct("<IHH")
+_U64 = struct.Struct("<Q")
+_SECTION = struct.Struct("<QQ")
+
+R = abi.PerfRecord
+S = abi.PerfSample
+_NO_TIME = -1
+
+
+@dataclass
+class Section:
+    """``struct perf_file_section {u64 offset; u64 size;}``"""
+
+    offset: int
+    size: int
+
+
+@dataclass
+class FileHeader:
+    """``struct perf_file_header`` (file mode) or the 16-byte pipe header."""
+
+    magic: bytes
+    size: int
+    pipe: bool
+    attr_size: int = 0
+    attrs: Section = field(default_factory=lambda: Section(0, 0))
+    data: Section = field(default_factory=lambda: Section(0, 0))
+    event_types: Section = field(default_factory=lambda: Section(0, 0))
+    #: feature bit numbers set in ``flags[4]``, ascending
+    feature_bits: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PerfDataAttr:
+    """One event of the file: its ``perf_event_attr``, the sample ids of its
+    fds, and its name (from EVENT_DESC, EVENT_UPDATE or the old event_types
+    section, else made up from type/config)."""
+
+    index: int
+    attr: abi.perf_event_attr
+    ids: list[int]
+    name: str | None = None
+
+
+@dataclass
+class AuxtraceBuffer:
+    """A ``PERF_RECORD_AUXTRACE`` and the AUX area data that follows it in the file."""
+
+    file_offset: int
+    size: int
+    offset: int
+    reference: int
+    idx: int
+    tid: int
+    cpu: int
+    data: memoryview
+
+
+_HW_NAMES = ["cycles", "instructions", "cache-references", "cache-misses", "branches", "branch-misses", "bus-cycles",
+             "stalled-cycles-frontend", "stalled-cycles-backend", "ref-cycles"]
+_SW_NAMES = ["cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations", "minor-faults",
+             "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output", "cgroup-switches"]
+
+
+def default_event_name(attr: abi.perf_event_attr) -> str:
+    """perf's name for an attr without a recorded name (generic events), else ``type:config``."""
+    t, c = int(attr.type), int(attr.config)
+    if t == abi.PerfType.HARDWARE and c < len(_HW_NAMES):
+        return _HW_NAMES[c]
+    if t == abi.PerfType.SOFTWARE and c < len(_SW_NAMES):
+        return _SW_NAMES[c]
+    return f"{t}:{c:#x}"
+
+
+class _BoundedSink:
+    """Collects zstd output; refuses more than ``limit`` bytes per record."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.n = 0
+
+    def write(self, data) -> int:
+        self.n += len(data)
+        if self.n > self.limit:
+            raise OverflowError(self.n)
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out = b"".join(self.parts)
+        self.parts.clear()
+        self.n = 0
+        return out
+
+
+class _Stream:
+    """A non-seekable byte stream (stdin, a pipe): exact reads with offsets."""
+
+    def __init__(self, fileobj: BinaryIO, source: str) -> None:
+        self.f = fileobj
+        self.source = source
+        self.pos = 0
+
+    def read(self, n: int, what: str, *, eof_ok: bool = False) -> bytes | None:
+        parts = []
+        got = 0
+        while got < n:
+            chunk = self.f.read(min(n - got, 1 << 20))
+            if not chunk:
+                if eof_ok and got == 0:
+                    return None
+                raise format_error(self.source, self.pos + got, f"stream ends inside {what} (expected {n} bytes, got {got})")
+            parts.append(chunk)
+            got += len(chunk)
+        self.pos += n
+        return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+class PerfDataFile:
+    """A perf.data file or stream, opened for reading.
+
+    ``source`` is a path (``"-"`` for stdin), a binary file object (seekable or
+    a pipe), or the file's bytes. File mode and pipe mode are both detected from
+    the magic. Everything malformed raises :class:`~pmuscope.errors.FormatError`
+    naming the file, the byte offset and what was expected.
+
+    Attributes: ``header`` (:class:`FileHeader`), ``attrs`` (list of
+    :class:`PerfDataAttr`), ``features`` (feature bit -> typed value; see
+    :mod:`pmuscope.perfdata.features`), ``event_names``, ``pipe``.
+    Iteration: :meth:`raw_records`, :meth:`raw_chunks`, :meth:`auxtrace`,
+    :meth:`records`.
+    """
+
+    def __init__(self, source: Any, *, name: str | None = None) -> None:
+        self._file = None
+        self._mmap = None
+        self._stream: _Stream | None = None
+        self._buf: memoryview | None = None
+        self._pending: list[tuple] = []  # pipe stream: records read ahead while parsing the header part
+        self._consumed = False
+        self.attrs: list[PerfDataAttr] = []
+        self.features: dict[int, Any] = {}
+        self.event_types: dict[int, str] = {}
+        self._names_by_id: dict[int, str] = {}
+        self._decomp_limit = 64 << 20
+        self._open(source, name)
+        try:
+            self._parse_header()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- opening ------------------------------------------------------------------
+    def _open(self, source: Any, name: str | None) -> None:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.source = name or "<bytes>"
+            self._buf = memoryview(source).cast("B")
+            return
+        if isinstance(source, (str, os.PathLike)):
+            if os.fspath(source) == "-":
+                self.source = name or "<stdin>"
+                self._stream = _Stream(sys.stdin.buffer, self.source)
+                return
+            self.source = name or os.fspath(source)
+            try:
+                self._file = open(source, "rb")
+            except OSError as err:
+                raise FormatError(f"{self.source}: cannot open: {err.strerror}", path=self.source, offset=0,
+                                  expected="a readable file") from None
+            fileobj = self._file
+        else:
+            fileobj = source
+            self.source = name or getattr(source, "name", None) or "<stream>"
+            if not isinstance(self.source, str):
+                self.source = str(self.source)
+        try:
+            fd = fileobj.fileno()
+            st = os.fstat(fd)
+            regular = st.st_mode & 0o170000 == 0o100000
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            regular, st = False, None
+        if regular and st.st_size > 0:
+            self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            self._buf = memoryview(self._mmap)
+        elif regular:
+            self._buf = memoryview(b"")
+        else:
+            self._stream = _Stream(fileobj, self.source)
+
+    def close(self) -> None:
+        """Release the mapping and the file (views handed out become invalid)."""
+        buf, self._buf = self._buf, None
+        if buf is not None and self._mmap is not None:
+            try:
+                buf.release()
+                self._mmap.close()
+            except BufferError:  # memoryviews still exported: the map goes away with them
+                pass
+        self._mmap = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "PerfDataFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _err(self, offset: int, what: str) -> FormatError:
+        return format_error(self.source, offset, what)
+
+    # --- header -------------------------------------------------------------------
+    def _parse_header(self) -> None:
+        if self._stream is not None:
+            raw = self._stream.read(PIPE_HEADER_SIZE, "the perf.data header", eof_ok=True)
+            if raw is None:
+                raise self._err(0, "empty input, expected a perf.data header (magic 'PERFILE2')")
+            magic, size = raw[:8], _U64.unpack_from(raw, 8)[0]
+            self._check_magic(magic)
+            if size != PIPE_HEADER_SIZE:
+                raise self._err(8, f"header size {size} on a non-seekable stream: only pipe mode (size 16) can be streamed; "
+                                   "give the file path instead")
+            self.header = FileHeader(magic, size, True)
+            self.pipe = True
+            self._data_start, self._data_end = PIPE_HEADER_SIZE, None
+            self._read_pipe_preamble()
+            return
+        buf = self._buf
+        if len(buf) < PIPE_HEADER_SIZE:
+            raise self._err(0, f"file is {len(buf)} bytes, too short for a perf.data header (expected magic 'PERFILE2')")
+        magic = bytes(buf[:8])
+        self._check_magic(magic)
+        (size,) = _U64.unpack_from(buf, 8)
+        if size == PIPE_HEADER_SIZE:
+            self.header = FileHeader(magic, size, True)
+            self.pipe = True
+            self._data_start, self._data_end = PIPE_HEADER_SIZE, len(buf)
+            self._read_pipe_preamble()
+            return
+        if size != FILE_HEADER_SIZE:
+            raise self._err(8, f"header size {size}, expected {FILE_HEADER_SIZE} (file mode) or {PIPE_HEADER_SIZE} (pipe mode)")
+        if len(buf) < FILE_HEADER_SIZE:
+            raise self._err(len(buf), f"file is {len(buf)} bytes, shorter than the {FILE_HEADER_SIZE}-byte perf_file_header")
+        self.pipe = False
+        attr_size, ao, asz, do, dsz, eo, esz = struct.unpack_from("<7Q", buf, 16)
+        flags = struct.unpack_from("<4Q", buf, 72)
+        bits = [w * 64 + b for w in range(4) for b in range(64) if flags[w] >> b & 1]
+        self.header = FileHeader(magic, size, False, attr_size, Section(ao, asz), Section(do, dsz), Section(eo, esz), bits)
+        for name, sec, at in (("attrs", self.header.attrs, 24), ("data", self.header.data, 40), ("event_types", self.header.event_types, 56)):
+            self._check_section(sec, at, f"{name} section")
+        self._data_start, self._data_end = do, do + dsz
+        self._read_features()
+        self._read_attrs()
+        self._read_event_types()
+        self._assign_names()
+
+    def _check_magic(self, magic: bytes) -> None:
+        if magic == PERF_MAGIC2:
+            return
+        if magic == PERF_MAGIC2[::-1]:
+            raise self._err(0, "byte-swapped magic '2ELIFREP': the file was written on a machine of the other "
+                               "endianness, which this reader does not support (convert it there with 'perf inject')")
+        if magic == PERF_MAGIC1:
+            raise self._err(0, "magic 'PERFFILE' (perf.data version 1, before Linux 3.x) is not supported; expected 'PERFILE2'")
+        raise self._err(0, f"magic {magic!r} is not 'PERFILE2': not a perf.data file")
+
+    def _check_section(self, sec: Section, at: int, what: str) -> None:
+        n = len(self._buf)
+        if sec.offset > n or sec.size > n - sec.offset:
+            raise self._err(at, f"{what} [offset {sec.offset}, size {sec.size}] runs past the end of the {n}-byte file")
+
+    def _parse_attr_bytes(self, raw: memoryview, at: int, declared: int | None = None) -> abi.perf_event_attr:
+        """Build an attr of any size version; a larger-than-known attr must have a zero tail."""
+        if len(raw) < abi.PERF_ATTR_SIZE_VER0:
+            raise self._err(at, f"perf_event_attr of {len(raw)} bytes, expected at least {abi.PERF_ATTR_SIZE_VER0}")
+        (size,) = struct.unpack_from("<I", raw, 4)
+        if size == 0:
+            size = abi.PERF_ATTR_SIZE_VER0
+        known = abi.PERF_ATTR_SIZE_VER8
+        n = min(size, len(raw))
+        if n > known and any(raw[known:n]):
+            raise self._err(at + known, f"perf_event_attr of {size} bytes sets fields beyond the {known} bytes this "
+                                        "reader knows (a newer perf ABI)")
+        return abi.attr_from_bytes(raw, n)
+
+    def _read_attrs(self) -> None:
+        h, buf = self.header, self._buf
+        if h.attrs.size == 0:
+            return
+        if h.attr_size < abi.PERF_ATTR_SIZE_VER0 + 16 or h.attr_size % 8:
+            raise self._err(16, f"attr_size {h.attr_size}, expected a multiple of 8 >= {abi.PERF_ATTR_SIZE_VER0 + 16}")
+        if h.attrs.size % h.attr_size:
+            raise self._err(32, f"attrs section size {h.attrs.size} is not a multiple of attr_size {h.attr_size}")
+        for i in range(h.attrs.size // h.attr_size):
+            at = h.attrs.offset + i * h.attr_size
+            alen = h.attr_size - 16
+            (declared,) = struct.unpack_from("<I", buf, at + 4)
+            if declared and (declared > alen or declared < abi.PERF_ATTR_SIZE_VER0):
+                raise self._err(at + 4, f"perf_event_attr.size {declared} does not fit the {alen}-byte attr entry "
+                                        f"(attr_size {h.attr_size} - 16)")
+            attr = self._parse_attr_bytes(buf[at : at + alen], at)
+            ids_sec = Section(*_SECTION.unpack_from(buf, at + alen))
+            self._check_section(ids_sec, at + alen, f"ids section of attr {i}")
+            if ids_sec.size % 8:
+                raise self._err(at + alen + 8, f"ids section size {ids_sec.size} is not a multiple of 8")
+            ids = list(struct.unpack_from(f"<{ids_sec.size // 8}Q", buf, ids_sec.offset))
+            self.attrs.append(PerfDataAttr(i, attr, ids))
+
+    def _read_event_types(self) -> None:
+        sec = self.header.event_types
+        for i in range(sec.size // EVENT_TYPE_ENTRY_SIZE):
+            at = sec.offset + i * EVENT_TYPE_ENTRY_SIZE
+            (eid,) = _U64.unpack_from(self._buf, at)
+            name = bytes(self._buf[at + 8 : at + EVENT_TYPE_ENTRY_SIZE]).split(b"\0", 1)[0].decode("utf-8", "replace")
+            self.event_types[eid] = name
+
+    def _feature_ctx(self) -> dict:
+        ctx = {"parse_attr": lambda raw, at: self._parse_attr_bytes(raw, at)}
+        nr = self.features.get(Feature.NRCPUS)
+        if nr is not None:
+            ctx["nr_cpus_available"] = nr.nr_cpus_available
+        return ctx
+
+    def _read_features(self) -> None:
+        h, buf = self.header, self._buf
+        table = h.data.offset + h.data.size
+        n = len(h.feature_bits)
+        if n and (table > len(buf) or 16 * n > len(buf) - table):
+            raise self._err(table, f"feature section table of {n} entries runs past the end of the {len(buf)}-byte file")
+        sections = []
+        for i, bit in enumerate(h.feature_bits):
+            sec = Section(*_SECTION.unpack_from(buf, table + 16 * i))
+            self._check_section(sec, table + 16 * i, f"feature section {feature_name(bit)}")
+            sections.append((bit, sec))
+        # NRCPUS first: CPU_TOPOLOGY's layout depends on it
+        sections.sort(key=lambda bs: bs[0] != Feature.NRCPUS)
+        for bit, sec in sections:
+            self._set_feature(bit, buf[sec.offset : sec.offset + sec.size], sec.offset)
+
+    def _set_feature(self, bit: int, payload: memoryview, base: int) -> None:
+        value = parse_feature(bit, payload, self.source, base, self._feature_ctx())
+        self.features[bit] = value
+        if bit == Feature.COMPRESSED and value.mmap_len:
+            self._decomp_limit = max(self._decomp_limit, 4 * value.mmap_len)
+
+    def _assign_names(self) -> None:
+        descs: list[EventDesc] = self.features.get(Feature.EVENT_DESC) or []
+        by_id = {}
+        for d in descs:
+            for i in d.ids:
+                by_id[i] = d.name
+        by_id.update(self._names_by_id)
+        for i, a in enumerate(self.attrs):
+            name = None
+            for eid in a.ids:
+                name = by_id.get(eid) or self.event_types.get(eid)
+                if name:
+                    break
+            if not name and len(descs) == len(self.attrs) and not self.pipe:
+                name = descs[i].name
+            a.name = name or default_event_name(a.attr)
+
+    # --- pipe mode ------------------------------------------------------------------
+    _PREAMBLE_TYPES = frozenset({R.HEADER_ATTR, R.HEADER_FEATURE, R.EVENT_UPDATE, R.HEADER_TRACING_DATA, R.ID_INDEX,
+                                 R.THREAD_MAP, R.CPU_MAP, R.TIME_CONV, R.HEADER_BUILD_ID, R.FINISHED_INIT,
+                                 R.HEADER_EVENT_TYPE, R.STAT_CONFIG, R.AUXTRACE_INFO})
+
+    def _read_pipe_preamble(self) -> None:
+        """Pipe mode has no header sections: attrs, names and features arrive as
+        records at the start of the stream. Read until the first other record so
+        ``attrs``/``features`` are complete before iteration starts."""
+        it = self._iter_file_records()
+        self._preamble_end = self._data_start
+        for rec in it:
+            if self._stream is not None:
+                self._pending.append(rec)
+            if rec[0] not in self._PREAMBLE_TYPES:
+                break
+            self._process_pipe_record(rec)
+            self._preamble_end = rec[3] + len(rec[2]) + (len(rec[4]) if rec[4] is not None else 0)
+        self._assign_names()
+
+    def _process_pipe_record(self, rec: tuple) -> None:
+        type_, misc, mv, off, _ = rec
+        c = Cursor(mv, self.source, base=off, start=8)
+        if type_ == R.HEADER_ATTR:
+            c.what = "PERF_RECORD_HEADER_ATTR"
+            c.need(abi.PERF_ATTR_SIZE_VER0, "perf_event_attr")
+            (size,) = struct.unpack_from("<I", mv, 12)
+            size = size or abi.PERF_ATTR_SIZE_VER0
+            if size % 8 or size > len(mv) - 8:
+                raise self._err(off + 12, f"HEADER_ATTR attr.size {size} does not fit the {len(mv)}-byte record")
+            attr = self._parse_attr_bytes(mv[8 : 8 + size], off + 8)
+            nids = (len(mv) - 8 - size) // 8
+            ids = list(struct.unpack_from(f"<{nids}Q", mv, 8 + size))
+            self.attrs.append(PerfDataAttr(len(self.attrs), attr, ids))
+        elif type_ == R.HEADER_FEATURE:
+            c.what = "PERF_RECORD_HEADER_FEATURE"
+            bit = c.u64("feat_id")
+            if bit >= 256:
+                raise self._err(off + 8, f"HEADER_FEATURE feat_id {bit}, expected < 256")
+            self._set_feature(bit, mv[16:], off + 16)
+        elif type_ == R.EVENT_UPDATE:
+            c.what = "PERF_RECORD_EVENT_UPDATE"
+            kind, eid = c.u64("type"), c.u64("id")
+            if kind == EVENT_UPDATE_NAME:
+                name = bytes(mv[24:]).split(b"\0", 1)[0].decode("utf-8", "replace")
+                self._names_by_id[eid] = name
+                for a in self.attrs:
+                    if eid in a.ids:
+                        a.name = name
+
+    # --- record walking -----------------------------------------------------------
+    def _iter_file_records(self) -> Iterator[tuple]:
+        """(type, misc, record view, file offset, AUXTRACE payload view or None)
+        in file order, compressed records left as they are."""
+        if self._stream is not None:
+            yield from self._iter_stream_records()
+            return
+        buf, pos, end = self._buf, self._data_start, self._data_end
+        unpack = _HDR.unpack_from
+        while pos < end:
+            if end - pos < 8:
+                raise self._err(pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
+            type_, misc, size = unpack(buf, pos)
+            if size < 8:
+                raise self._err(pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+            if size > end - pos:
+                raise self._err(pos, f"record type {type_} of size {size} runs past the end of the data section at {end}")
+            payload = None
+            nxt = pos + size
+            if type_ == R.AUXTRACE:
+                if size < 48:
+                    raise self._err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                (psz,) = _U64.unpack_from(buf, pos + 8)
+                if psz > end - nxt:
+                    raise self._err(pos + 8, f"AUXTRACE payload of {psz} bytes runs past the end of the data section at {end}")
+                payload = buf[nxt : nxt + psz]
+                nxt += psz
+            yield type_, misc, buf[pos : pos + size], pos, payload
+            pos = nxt
+
+    def _iter_stream_records(self) -> Iterator[tuple]:
+        if self._consumed:
+            raise FormatError(f"{self.source}: a non-seekable stream can be iterated only once", path=self.source, offset=self._stream.pos, expected="one pass")
+        self._consumed = True
+        pending, self._pending = self._pending, []
+        yield from pending
+        st = self._stream
+        while True:
+            pos = st.pos
+            hdr = st.read(8, "a perf_event_header", eof_ok=True)
+            if hdr is None:
+                return
+            type_, misc, size = _HDR.unpack(hdr)
+            if size < 8:
+                raise self._err(pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+            rec = hdr + st.read(size - 8, f"record type {type_} of size {size}")
+            payload = None
+            if type_ == R.AUXTRACE:
+                if size < 48:
+                    raise self._err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                (psz,) = _U64.unpack_from(rec, 8)
+                payload = memoryview(st.read(psz, f"AUXTRACE payload of {psz} bytes"))
+            yield type_, misc, memoryview(rec), pos, payload
+
+    def _decompressed_records(self) -> Iterator[tuple]:
+        """File-order records with COMPRESSED/COMPRESSED2 expanded in place; the
+        inner records carry the file offset of the compressed record."""
+        writer = sink = None
+        leftover = b""
+        left_at = 0
+        for rec in self._iter_file_records():
+            type_ = rec[0]
+            if self.pipe and rec[3] >= self._preamble_end and type_ in (R.HEADER_ATTR, R.EVENT_UPDATE, R.HEADER_FEATURE):
+                self._process_pipe_record(rec)
+            if type_ != R.COMPRESSED and type_ != R.COMPRESSED2:
+                yield rec
+                continue
+            mv, off = rec[2], rec[3]
+            if type_ == R.COMPRESSED2:
+                if len(mv) < 16:
+                    raise self._err(off, f"PERF_RECORD_COMPRESSED2 of size {len(mv)}, expected at least 16")
+                (dsz,) = _U64.unpack_from(mv, 8)
+                if dsz > len(mv) - 16:
+                    raise self._err(off + 8, f"COMPRESSED2 data_size {dsz} exceeds the {len(mv) - 16} bytes of the record")
+                data = mv[16 : 16 + dsz]
+            else:
+                data = mv[8:]
+            if writer is None:
+                zstd = require("zstandard", "zstd", "zstd-compressed perf.data (perf record -z)")
+                sink = _BoundedSink(self._decomp_limit)
+                writer = zstd.ZstdDecompressor().stream_writer(sink, write_size=1 << 20)
+            try:
+                writer.write(data)
+            except OverflowError:
+                raise self._err(off, f"compressed record expands beyond {self._decomp_limit} bytes") from None
+            except Exception as err:  # zstandard.ZstdError
+                raise self._err(off, f"zstd data does not decompress: {err}") from None
+            out = leftover + sink.take() if leftover else sink.take()
+            pos, n = 0, len(out)
+            view = memoryview(out)
+            while n - pos >= 8:
+                t, m, size = _HDR.unpack_from(out, pos)
+                if size < 8:
+                    raise self._err(off, f"decompressed record type {t} has size {size}, expected at least 8")
+                if size > n - pos:
+                    break
+                if t == R.AUXTRACE or t == R.COMPRESSED or t == R.COMPRESSED2:
+                    raise self._err(off, f"record type {t} inside compressed data, which perf never writes")
+                yield t, m, view[pos : pos + size], off, None
+                pos += size
+            leftover = out[pos:]
+            left_at = off
+        if leftover:
+            raise self._err(left_at, f"compressed data ends with {len(leftover)} bytes of an incomplete record")
+
+    # --- public iteration ---------------------------------------------------------
+    def raw_records(self, *, ordered: bool = False) -> Iterator[tuple[int, int, memoryview, int]]:
+        """Every record as ``(type, misc, view of the whole record incl. header,
+        file_offset)``. Compressed records are expanded (inner records report
+        the compressed record's offset); AUXTRACE payloads are skipped (see
+        :meth:`auxtrace`). ``ordered=True`` sorts by time with perf's
+        FINISHED_ROUND rule; records without a time pass through at once, as
+        perf delivers them."""
+        if ordered:
+            for rec in self._ordered():
+                yield rec[:4]
+            return
+        for rec in self._decompressed_records():
+            yield rec[:4]
+
+    def raw_chunks(self, *, max_bytes: int = CHUNK_BYTES, ordered: bool = False) -> Iterator[tuple[int, memoryview]]:
+        """``(base_offset, chunk)`` pairs of whole records back to back, the
+        raw-chunk interface of :mod:`pmuscope.records`: COMPRESSED records are
+        replaced by their decompressed records, AUXTRACE payloads left out.
+        With ``ordered=True`` chunks hold time-sorted records copied together
+        and ``base_offset`` is that of the chunk's first record."""
+        if ordered:
+            parts: list[memoryview] = []
+            first, total = 0, 0
+            for rec in self._ordered():
+                if not parts:
+                    first = rec[3]
+                parts.append(rec[2])
+                total += len(rec[2])
+                if total >= max_bytes:
+                    yield first, memoryview(b"".join(parts))
+                    parts, total = [], 0
+            if parts:
+                yield first, memoryview(b"".join(parts))
+            return
+        file_obj = self._buf.obj if self._buf is not None and self._stream is None else None
+        run = False
+        run_start = run_end = 0
+        for rec in self._decompressed_records():
+            mv, off = rec[2], rec[3]
+            in_file = file_obj is not None and mv.obj is file_obj
+            if run and in_file and off == run_end and run_end - run_start < max_bytes:
+                run_end += len(mv)
+                if rec[4] is not None:  # the AUXTRACE payload follows: end the run here
+                    yield run_start, self._buf[run_start:run_end]
+                    run = False
+                continue
+            if run:
+                yield run_start, self._buf[run_start:run_end]
+                run = False
+            if in_file and rec[4] is None:
+                run, run_start, run_end = True, off, off + len(mv)
+            else:
+                yield off, mv
+        if run:
+            yield run_start, self._buf[run_start:run_end]
+
+    def auxtrace(self) -> Iterator[AuxtraceBuffer]:
+        """The AUXTRACE records and the AUX area data each carries."""
+        for type_, misc, mv, off, payload in self._iter_file_records():
+            if type_ == R.AUXTRACE:
+                size, offset, ref, idx, tid, cpu = struct.unpack_from("<QQQIII", mv, 8)
+                yield AuxtraceBuffer(off, size, offset, ref, idx, tid, cpu, payload)
+
+    def records(self, *, ordered: bool = False):
+        """A :class:`pmuscope.records.RecordSource` over this file's data."""
+        from ..records import AttrTable, RecordSource
+
+        table = AttrTable([(a.attr, a.ids) for a in self.attrs], names=[a.name for a in self.attrs])
+        return RecordSource(self.raw_chunks(ordered=ordered), table)
+
+    @property
+    def event_names(self) -> list[str]:
+        """Event names in attr order."""
+        return [a.name or default_event_name(a.attr) for a in self.attrs]
+
+    def counts(self) -> dict[int, int]:
+        """Number of records of each type (compressed ones expanded), like ``perf report --stats``."""
+        out: dict[int, int] = {}
+        for rec in self._decompressed_records():
+            out[rec[0]] = out.get(rec[0], 0) + 1
+        return out
+
+    def sample_counts(self) -> list[int]:
+        """SAMPLE records per attr (by sample id; all on attr 0 when there is one)."""
+        counts = [0] * max(len(self.attrs), 1)
+        keyer = self._time_keyer()
+        for type_, misc, mv, off, _ in self._decompressed_records():
+            if type_ == R.SAMPLE:
+                counts[keyer.attr_index(type_, mv)] += 1
+        return counts
+
+    # --- time ordering ------------------------------------------------------------
+    def _time_keyer(self) -> "_TimeKeyer":
+        return _TimeKeyer(self.attrs)
+
+    def _ordered(self) -> Iterator[tuple]:
+        keyer = self._time_keyer()
+        heap: list = []
+        seq = 0
+        limit = -1
+        seen_max = -1
+        push, pop = heapq.heappush, heapq.heappop
+        for rec in self._decompressed_records():
+            type_ = rec[0]
+            if type_ == R.FINISHED_ROUND:
+                while heap and heap[0][0] <= limit:
+                    yield pop(heap)[2]
+                limit = seen_max
+                yield rec
+                continue
+            t = keyer.time(type_, rec[2])
+            if t == _NO_TIME:
+                yield rec
+                continue
+            if t > seen_max:
+                seen_max = t
+            push(heap, (t, seq, rec))
+            seq += 1
+        while heap:
+            yield pop(heap)[2]
+
+
+class _TimeKeyer:
+    """Finds the timestamp (and attr) of a record from the attrs' sample_type:
+    the TIME word of a SAMPLE, or the sample_id trailer of other kernel records."""
+
+    def __init__(self, attrs: list[PerfDataAttr]) -> None:
+        self.index_by_id: dict[int, int] = {}
+        self.layouts = []
+        for a in attrs:
+            st = int(a.attr.sample_type)
+            for i in a.ids:
+                self.index_by_id[i] = a.index
+            t_sample = -1
+            if st & S.TIME:
+                t_sample = 8 + 8 * sum(1 for b in (S.IDENTIFIER, S.IP, S.TID) if st & b)
+            t_trailer = -1
+            if a.attr.sample_id_all and st & S.TIME:
+                t_trailer = 8 * (1 + sum(1 for b in (S.ID, S.STREAM_ID, S.CPU, S.IDENTIFIER) if st & b))
+            id_word = -1
+            if st & S.IDENTIFIER:
+                id_word = 0
+            elif st & S.ID:
+                id_word = sum(1 for b in (S.IP, S.TID, S.TIME, S.ADDR) if st & b)
+            is_back = -1
+            if st & S.IDENTIFIER:
+                is_back = 1
+            elif st & S.ID:
+                is_back = 1 + sum(1 for b in (S.CPU, S.STREAM_ID) if st & b)
+            self.layouts.append((t_sample, t_trailer, id_word, is_back))
+        self.uniform = len(set(self.layouts)) <= 1
+        self.first = self.layouts[0] if self.layouts else (-1, -1, -1, -1)
+
+    def attr_index(self, type_: int, mv: memoryview) -> int:
+        if len(self.layouts) <= 1:
+            return 0
+        lay = self.first
+        try:
+            if type_ == R.SAMPLE:
+                if lay[2] < 0:
+                    return 0
+                (i,) = _U64.unpack_from(mv, 8 + 8 * lay[2])
+            else:
+                if lay[3] < 0 or not lay[1] >= 0:
+                    return 0
+                (i,) = _U64.unpack_from(mv, len(mv) - 8 * lay[3])
+        except struct.error:
+            return 0
+        return self.index_by_id.get(i, 0)
+
+    def time(self, type_: int, mv: memoryview) -> int:
+        if type_ >= abi.PERF_RECORD_USER_TYPE_START or not self.layouts:
+            return _NO_TIME
+        lay = self.first if self.uniform else self.layouts[self.attr_index(type_, mv)]
+        n = len(mv)
+        if type_ == R.SAMPLE:
+            off = lay[0]
+        else:
+            off = n - lay[1] if lay[1] > 0 else -1
+        if off < 8 or off + 8 > n:
+            return _NO_TIME
+        return _U64.unpack_from(mv, off)[0]
