@@ -1,0 +1,47 @@
+"""The machine: CPUs, cores, sockets, NUMA nodes, caches, CPU identity, and
+what perf_event_open is allowed to do here (:mod:`pmuscope.system.doctor`).
+
+Every reader takes ``root`` ("/" by default) and reads ``<root>/sys/...`` and
+``<root>/proc/...``, so a captured tree can stand in for a machine.
+"""
+
+from ._fs import format_cpulist, parse_cpulist, parse_cpumask
+from .identity import CpuIdentity, Midr, read_cpu_identity, read_midr
+from .topology import (
+    Cache,
+    Core,
+    CpuList,
+    CpuTopology,
+    NumaNode,
+    Socket,
+    Topology,
+    read_caches,
+    read_cpu_lists,
+    read_cpu_topology,
+    read_numa_nodes,
+    read_online_cpus,
+    read_topology,
+)
+
+__all__ = [
+    "Cache",
+    "Core",
+    "CpuIdentity",
+    "CpuList",
+    "CpuTopology",
+    "Midr",
+    "NumaNode",
+    "Socket",
+    "Topology",
+    "format_cpulist",
+    "parse_cpulist",
+    "parse_cpumask",
+    "read_caches",
+    "read_cpu_identity",
+    "read_cpu_lists",
+    "read_cpu_topology",
+    "read_midr",
+    "read_numa_nodes",
+    "read_online_cpus",
+    "read_topology",
+]

@@ -1,0 +1,93 @@
+"""`pmuscope topology`: CPUs, cores, sockets, NUMA nodes, caches and CPU identity."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+
+from ..system import read_topology
+from ..system._fs import format_cpulist
+from ..system.topology import Topology
+
+HELP = "show CPUs, cores, sockets, NUMA nodes, caches and CPU identity (lscpu + numactl -H)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--root", default="/", help="read sysfs/procfs under this directory (a captured tree)")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0 or n >= div * 10:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def render(topo: Topology) -> str:
+    """The human-readable report (lscpu's header, cache table, numactl -H)."""
+    ident = topo.identity
+    lines: list[str] = []
+    add = lambda k, v: lines.append(f"{k + ':':<22}{v}")  # noqa: E731
+    add("Architecture", ident.arch)
+    add("CPU", ident.description)
+    if ident.midr is not None:
+        m = ident.midr
+        add("MIDR_EL1", f"{m.value:#010x} (implementer {m.implementer:#04x} {m.implementer_name}, part {m.part:#05x}, "
+            f"variant {m.variant}, revision {m.revision})")
+    else:
+        add("Vendor", ident.vendor)
+        if ident.family is not None:
+            sig = f", CPUID.1:EAX {ident.signature:#x}" if ident.signature is not None else ""
+            add("Family/model/step", f"{ident.family} / {ident.model} ({ident.model:#x}) / {ident.stepping}{sig}")
+    if ident.perf_cpuid:
+        add("perf CPUID", ident.perf_cpuid)
+    if ident.arch.startswith(("x86", "i")):
+        add("Hypervisor bit", "set (running in a VM)" if ident.hypervisor else "clear")
+    cl = topo.cpu_lists
+    add("CPU(s)", f"{len(cl.online)} online ({format_cpulist(cl.online) or '-'}); possible {format_cpulist(cl.possible) or '-'}, "
+        f"present {format_cpulist(cl.present) or '-'}" + (f", offline {format_cpulist(cl.offline)}" if cl.offline else ""))
+    add("Socket(s)", str(len(topo.sockets)))
+    per_socket = {s.cores for s in topo.sockets}
+    add("Core(s) per socket", "/".join(str(c) for c in sorted(per_socket)) or "?")
+    add("Thread(s) per core", str(topo.threads_per_core))
+    mem_only = topo.memory_only_nodes
+    add("NUMA node(s)", f"{len(topo.nodes)}" + (f" ({len(mem_only)} memory-only: {','.join(str(n.id) for n in mem_only)})" if mem_only else ""))
+    if topo.caches:
+        lines.append("Caches:")
+        groups = Counter((c.name, c.size, c.ways_of_associativity, c.coherency_line_size, len(c.shared_cpus)) for c in topo.caches)
+        for (name, size, ways, line, width), count in groups.items():
+            total = (size or 0) * count
+            share = "per CPU" if width == 1 else f"shared by {width} CPUs"
+            lines.append(f"  {name:<4} {_size(size):>9}  {ways or '?':>3}-way  {line or '?'} B lines  × {count:<4}"
+                         f" ({share}; {_size(total)} total)")
+    lines.append("Sockets:")
+    for s in topo.sockets:
+        lines.append(f"  socket {s.id}: cpus {format_cpulist(s.cpus)}; {s.cores} cores, {s.dies} die(s); nodes "
+                     f"{','.join(str(n) for n in s.nodes) or '-'}")
+    lines.append(f"available: {len(topo.nodes)} nodes ({format_cpulist(n.id for n in topo.nodes)})")
+    for n in topo.nodes:
+        cpus = format_cpulist(n.cpus) if n.cpus else "(none: memory-only node)"
+        lines.append(f"node {n.id} cpus: {cpus}")
+        if n.mem_total_kb is not None:
+            lines.append(f"node {n.id} size: {n.mem_total_kb // 1024} MB")
+            lines.append(f"node {n.id} free: {(n.mem_free_kb or 0) // 1024} MB")
+    ids = [n.id for n in topo.nodes]
+    if any(n.distances for n in topo.nodes):
+        lines.append("node distances:")
+        lines.append("node " + "".join(f"{i:>4}" for i in ids))
+        for n in topo.nodes:
+            lines.append(f"{n.id:>3}: " + "".join(f"{n.distances.get(i, '-'):>4}" for i in ids))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    topo = read_topology(args.root)
+    if args.json:
+        print(json.dumps(topo.to_dict(), indent=2))
+    else:
+        print(render(topo))
+    return 0
