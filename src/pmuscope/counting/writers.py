@@ -1,0 +1,273 @@
+"""Streaming writers for columnar time series: CSV, JSON lines and Parquet.
+
+A writer receives batches — ``{column: numpy array}`` with every array the
+same length — and writes them as they come, so a run of hours holds at most
+one row group in memory. CSV and JSON lines need only the standard library;
+Parquet needs the ``parquet`` extra (pyarrow).
+
+Column kinds (the ``schema``): ``"i64"``, ``"i32"``, ``"f64"``, ``"bool"``,
+``"str"``. NaN floats are written as an empty CSV field, JSON ``null`` and a
+Parquet null.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import sys
+from typing import IO, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import PmuscopeError, require
+
+__all__ = ["Writer", "CsvWriter", "JsonLinesWriter", "ParquetWriter", "open_writer", "FORMATS", "format_for_path"]
+
+FORMATS = ("parquet", "csv", "jsonl")
+_KINDS = {"i64", "i32", "f64", "bool", "str"}
+
+
+def format_for_path(path: str, default: str = "csv") -> str:
+    """The format implied by a file name (``.parquet``/``.pq``, ``.csv``,
+    ``.jsonl``/``.ndjson``/``.json``), else ``default``."""
+    lower = path.lower()
+    if lower.endswith((".parquet", ".pq")):
+        return "parquet"
+    if lower.endswith((".jsonl", ".ndjson", ".json")):
+        return "jsonl"
+    if lower.endswith(".csv"):
+        return "csv"
+    return default
+
+
+class Writer:
+    """Base class: ``write(batch)`` then ``close()``; usable with ``with``."""
+
+    def __init__(self, schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
+        for name, kind in schema:
+            if kind not in _KINDS:
+                raise PmuscopeError(f"column {name!r} has unknown kind {kind!r}; kinds: {', '.join(sorted(_KINDS))}")
+        self.schema = list(schema)
+        self.columns = [name for name, _ in self.schema]
+        self.metadata = dict(metadata or {})
+        self.rows_written = 0
+
+    def write(self, batch: Mapping[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _length(self, batch: Mapping[str, np.ndarray]) -> int:
+        missing = [c for c in self.columns if c not in batch]
+        if missing:
+            raise PmuscopeError(f"batch lacks columns {missing}")
+        lengths = {len(batch[c]) for c in self.columns}
+        if len(lengths) > 1:
+            raise PmuscopeError(f"batch columns differ in length: {sorted(lengths)}")
+        return lengths.pop() if lengths else 0
+
+
+def _open_text(path: str | IO[str]) -> tuple[IO[str], bool]:
+    if not isinstance(path, str):
+        return path, False
+    if path == "-":
+        return sys.stdout, False
+    try:
+        return open(path, "w", newline="", encoding="utf-8", buffering=1 << 20), True
+    except OSError as err:
+        raise PmuscopeError(f"cannot write {path!r}: {err.strerror}") from err
+
+
+def _format_float(x: float) -> str:
+    if x != x:  # NaN
+        return ""
+    s = repr(x)
+    return s[:-2] if s.endswith(".0") else s
+
+
+def _csv_quote(s: str) -> str:
+    if any(c in s for c in ',"\n\r'):
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+def _column_strings(arr: np.ndarray, kind: str) -> list[str]:
+    if kind in ("i64", "i32"):
+        return [str(v) for v in arr.tolist()]
+    if kind == "bool":
+        return ["1" if v else "0" for v in arr.tolist()]
+    if kind == "f64":
+        return [_format_float(v) for v in arr.tolist()]
+    return [_csv_quote(str(v)) for v in arr.tolist()]
+
+
+class CsvWriter(Writer):
+    """CSV with a header line of column names (RFC 4180 quoting). Booleans are
+    written ``0``/``1``; NaN as an empty field."""
+
+    def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(schema, metadata)
+        self._f, self._owned = _open_text(path)
+        self._f.write(",".join(_csv_quote(c) for c in self.columns) + "\n")
+
+    def write(self, batch: Mapping[str, np.ndarray]) -> None:
+        n = self._length(batch)
+        if not n:
+            return
+        cols = [_column_strings(np.asarray(batch[name]), kind) for name, kind in self.schema]
+        self._f.write("\n".join(",".join(row) for row in zip(*cols)) + "\n")
+        self.rows_written += n
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        self._f.flush()
+        if self._owned:
+            self._f.close()
+        self._f = None  # type: ignore[assignment]
+
+
+def _json_values(arr: np.ndarray, kind: str) -> list:
+    values = arr.tolist()
+    if kind == "f64":
+        return [None if v != v or v in (math.inf, -math.inf) else v for v in values]
+    if kind == "bool":
+        return [bool(v) for v in values]
+    if kind == "str":
+        return [str(v) for v in values]
+    return values
+
+
+class JsonLinesWriter(Writer):
+    """One JSON object per row (JSON lines), keys in schema order; NaN as null."""
+
+    def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(schema, metadata)
+        self._f, self._owned = _open_text(path)
+        self._dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+    def write(self, batch: Mapping[str, np.ndarray]) -> None:
+        n = self._length(batch)
+        if not n:
+            return
+        cols = [_json_values(np.asarray(batch[name]), kind) for name, kind in self.schema]
+        names = self.columns
+        dumps = self._dumps
+        out = io.StringIO()
+        for row in zip(*cols):
+            out.write(dumps(dict(zip(names, row))))
+            out.write("\n")
+        self._f.write(out.getvalue())
+        self.rows_written += n
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        self._f.flush()
+        if self._owned:
+            self._f.close()
+        self._f = None  # type: ignore[assignment]
+
+
+class ParquetWriter(Writer):
+    """Parquet through pyarrow, one row group per ``row_group_rows`` rows, so
+    memory stays bounded for runs of any length. ``metadata`` goes into the
+    file's key-value metadata."""
+
+    def __init__(
+        self,
+        path: str,
+        schema: Sequence[tuple[str, str]],
+        metadata: Mapping[str, str] | None = None,
+        *,
+        row_group_rows: int = 65536,
+        compression: str = "zstd",
+    ) -> None:
+        super().__init__(schema, metadata)
+        pa = require("pyarrow", "parquet", "Parquet output")
+        pq = require("pyarrow.parquet", "parquet", "Parquet output")
+        self._pa = pa
+        types = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "bool": pa.bool_(), "str": pa.dictionary(pa.int32(), pa.string())}
+        self._arrow_schema = pa.schema(
+            [pa.field(name, types[kind]) for name, kind in self.schema],
+            metadata={k.encode(): str(v).encode() for k, v in self.metadata.items()},
+        )
+        self.row_group_rows = max(1, int(row_group_rows))
+        self._pending: list[dict[str, np.ndarray]] = []
+        self._pending_rows = 0
+        try:
+            self._w = pq.ParquetWriter(path, self._arrow_schema, compression=compression)
+        except OSError as err:
+            raise PmuscopeError(f"cannot write {path!r}: {err}") from err
+
+    def write(self, batch: Mapping[str, np.ndarray]) -> None:
+        n = self._length(batch)
+        if not n:
+            return
+        self._pending.append({c: np.asarray(batch[c]) for c in self.columns})
+        self._pending_rows += n
+        if self._pending_rows >= self.row_group_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        pa = self._pa
+        arrays = []
+        for name, kind in self.schema:
+            data = np.concatenate([b[name] for b in self._pending])
+            if kind == "f64":
+                arrays.append(pa.array(data.astype(np.float64), from_pandas=True))  # NaN -> null
+            elif kind == "str":
+                arrays.append(pa.array([str(v) for v in data.tolist()]).dictionary_encode())
+            else:
+                arrays.append(pa.array(data, type=self._arrow_schema.field(name).type))
+        self._w.write_table(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
+        self.rows_written += self._pending_rows
+        self._pending = []
+        self._pending_rows = 0
+
+    def close(self) -> None:
+        if self._w is None:
+            return
+        self.flush()
+        self._w.close()
+        self._w = None
+
+
+def open_writer(
+    path: str,
+    schema: Sequence[tuple[str, str]],
+    format: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    **kwargs,
+) -> Writer:
+    """Open the writer for ``format`` (default: from the file name, else CSV)."""
+    fmt = format or format_for_path(path)
+    if fmt == "csv":
+        return CsvWriter(path, schema, metadata)
+    if fmt == "jsonl":
+        return JsonLinesWriter(path, schema, metadata)
+    if fmt == "parquet":
+        if path == "-":
+            raise PmuscopeError("Parquet cannot be written to standard output; give a file name with -o")
+        return ParquetWriter(path, schema, metadata, **kwargs)
+    raise PmuscopeError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
