@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 from .. import errors
 from ..kernel import abi
@@ -465,6 +465,8 @@ _POKE = struct.Struct("<QHH")
 
 def parse_sideband(buf, off: int, rtype: int, misc: int, size: int, attrs: AttrTable, base_offset: int = 0):
     """Decode one side-band record at ``buf[off:off+size]``; None if ``rtype`` is unknown."""
+    if rtype not in _KNOWN:
+        return None
     entry = entry_for_sideband(buf, off, size, attrs)
     tsize = entry.trailer_size
     body = off + 8
@@ -562,4 +564,4 @@ SIDEBAND_TYPES: dict[int, type] = {
                 Namespaces, Ksymbol, BpfEvent, Cgroup, TextPoke, Aux, ItraceStart, AuxOutputHwId, Read)
 }
 
-ParseFn = Callable[..., object]
+_KNOWN = frozenset(int(t) for t in SIDEBAND_TYPES)
