@@ -25,6 +25,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=float, default=1.0, help="DTE tolerance in percent (default: ±%(default)s%%)")
     p.add_argument("--loop", choices=("auto", "python", "native"), default="auto", help="sampling loop (default: auto)")
     p.add_argument("--observer-cpu", type=int, help="CPU to pin the sampler to (default: another CPU)")
+    p.add_argument("--switches", action="store_true",
+                   help="with -C: track context switches and attribute each sample to the thread that ran")
+    p.add_argument("--timeline", metavar="FILE", help="with --switches: write which tid ran on the CPU, when (.csv, .npz)")
     p.add_argument("-o", "--output", help="write the series (.parquet, .csv, .npz)")
     p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     p.add_argument("--explain", action="store_true", help="say which counter-read paths are active here, and why")
@@ -56,9 +59,12 @@ def run(args: argparse.Namespace) -> int:
         result = Observer(
             args.events, cpu=args.cpu, pid=args.pid, tid=args.tid, rate_hz=args.rate, duration=args.duration,
             loop=args.loop, tolerance=tol, observer_cpu=args.observer_cpu,
+            track_switches=args.switches or bool(args.timeline),
         ).run()
     if args.output:
         write_series(result, args.output)
+    if args.timeline and result.switches is not None:
+        result.switches.write_timeline(args.timeline)
     s = result.summary()
     if args.json:
         print(json.dumps(s))
@@ -72,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if result.slowdown is not None:
         print(f"  target         {100 * (result.slowdown - 1):+9.2f}%   wall time vs a run without the observer"
               f" ({result.extra['baseline_s']:.3f} s → {result.extra['observed_s']:.3f} s)", file=out)
+    if result.switches is not None:
+        tl = result.switches.timeline()
+        print(f"  switches       {s['switch_records']:>10,}   records, {len(set(tl['tid'].tolist())):,} threads ran on the CPU"
+              f" ({s['switch_lost']} lost)", file=out)
     if args.output:
         print(f"  series         {args.output}", file=out)
     return 0

@@ -86,6 +86,8 @@ class ObserveResult:
     target: str = ""
     slowdown: float | None = None
     extra: dict = field(default_factory=dict)
+    #: the SwitchTracker of a CPU target observed with ``track_switches``
+    switches: object | None = None
 
     @property
     def samples(self) -> int:
@@ -115,6 +117,15 @@ class ObserveResult:
         cols["time_enabled"] = np.diff(self.time_enabled.astype(np.int64))
         cols["time_running"] = np.diff(self.time_running.astype(np.int64))
         cols["trustable"] = self.dte.trustable
+        if self.switches is not None:
+            cpu = self.switches.cpus[0]
+            who = self.switches.attribute(cpu, self.stamps[1:, 0])
+            cols["pid"] = who[:, 0]
+            cols["tid"] = who[:, 1]  # the thread running when the period ended
+            starts = self.switches.timeline()["start"]
+            # context switches inside each period: the period's counts span several threads
+            cols["switches"] = (np.searchsorted(starts, self.stamps[1:, 0], side="right")
+                                - np.searchsorted(starts, self.stamps[:-1, 0], side="right"))
         return cols
 
     def summary(self) -> dict[str, object]:
@@ -132,6 +143,9 @@ class ObserveResult:
         }
         if self.slowdown is not None:
             out["slowdown"] = round(self.slowdown, 4)
+        if self.switches is not None:
+            out["switch_records"] = self.switches.records
+            out["switch_lost"] = self.switches.lost
         return out
 
 
@@ -156,6 +170,7 @@ class Observer:
         loop: str = "auto",
         tolerance: float = DEFAULT_TOLERANCE,
         stop: threading.Event | None = None,
+        track_switches: bool = False,
     ) -> None:
         if sum(x is not None for x in (cpu, pid, tid)) != 1:
             raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
@@ -176,6 +191,9 @@ class Observer:
         self.observer_cpu = observer_cpu
         #: set it to end the run early (the Python loop checks every 64 samples)
         self.stop = stop
+        if track_switches and cpu is None:
+            raise PmuscopeError("observe: switch tracking attributes a CPU's samples to threads; it needs -C CPU")
+        self.track_switches = track_switches
         self.names = [s.name for s in self.specs]
         self._groups: list[list[PerfEventFd]] = []
 
@@ -222,9 +240,20 @@ class Observer:
     # -- run
     def run(self) -> ObserveResult:
         self._open()
+        tracker = None
         try:
-            return self._run()
+            if self.track_switches:
+                from .switches import SwitchTracker
+
+                tracker = SwitchTracker([self.cpu], clockid=_RAW).start()
+            result = self._run()
+            if tracker is not None:
+                tracker.stop()
+                result.switches = tracker
+            return result
         finally:
+            if tracker is not None:
+                tracker.stop()
             self.close()
 
     def _run(self) -> ObserveResult:

@@ -1,0 +1,108 @@
+"""Who-runs-where from PERF_RECORD_SWITCH_CPU_WIDE: two threads pinned to one
+CPU alternate; the tracker must name the thread that ran at each moment each
+thread saw itself running."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pmuscope.errors import PermissionDeniedError
+from pmuscope.observe.switches import SwitchTracker
+
+MONO = time.CLOCK_MONOTONIC
+
+
+def test_two_threads_alternating_on_one_cpu():
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu = cpus[-1]
+    try:
+        tracker = SwitchTracker([cpu]).start()
+    except PermissionDeniedError as err:
+        pytest.skip(f"CPU-wide context-switch records need privileges: {err}")
+    seen: dict[int, list[int]] = {}
+    turn = [threading.Event(), threading.Event()]
+    rounds = 20
+
+    def worker(me):
+        os.sched_setaffinity(0, {cpu})
+        tid = threading.get_native_id()
+        stamps = seen.setdefault(tid, [])
+        for _ in range(rounds):
+            turn[me].wait()
+            turn[me].clear()
+            end = time.perf_counter() + 0.002  # run ~2 ms, noting the time as we go
+            while time.perf_counter() < end:
+                stamps.append(time.clock_gettime_ns(MONO))
+            turn[1 - me].set()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    turn[0].set()
+    for t in threads:
+        t.join()
+    tracker.stop()
+    assert tracker.records > 2 * rounds
+    assert tracker.lost == 0
+    tids = list(seen)
+    assert len(tids) == 2
+    for tid in tids:
+        stamps = np.array(seen[tid][::25], dtype=np.int64)
+        got = tracker.attribute(cpu, stamps)
+        # every moment a thread saw itself running, the map names that thread
+        assert np.all(got[:, 1] == tid), (tid, np.unique(got[:, 1], return_counts=True))
+        assert np.all(got[:, 0] == os.getpid())
+        pid_tid = tracker.running_on(cpu, int(stamps[len(stamps) // 2]))
+        assert pid_tid == (os.getpid(), tid)
+    tl = tracker.timeline()
+    mine = tl[np.isin(tl["tid"], tids)]
+    # the two threads alternate: at least one segment per round each
+    assert np.count_nonzero(mine["tid"] == tids[0]) >= rounds
+    assert np.count_nonzero(mine["tid"] == tids[1]) >= rounds
+    assert np.all(tl["end"] >= tl["start"])
+
+
+def test_unknown_before_tracking_and_untracked_cpu():
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    try:
+        tr = SwitchTracker([cpu], background=False).start()
+    except PermissionDeniedError as err:
+        pytest.skip(f"CPU-wide context-switch records need privileges: {err}")
+    time.sleep(0.02)
+    tr.stop()
+    assert tr.running_on(cpu, 0) is None  # long before tracking started
+    with pytest.raises(Exception, match="not tracked"):
+        tr.running_on(cpu + 1000, time.clock_gettime_ns(MONO))
+
+
+def test_observer_attributes_cpu_samples_to_threads(tmp_path):
+    import subprocess
+    import sys
+
+    from pmuscope.events.spec import EventSpec
+    from pmuscope.kernel import abi, perf_event_attr
+    from pmuscope.observe import Observer
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    busy = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-m", "pmuscope.workloads", "busy", "3"])
+    try:
+        time.sleep(0.3)
+        spec = EventSpec("cpu-clock", perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.CPU_CLOCK))
+        try:
+            res = Observer([spec], cpu=cpu, rate_hz=500, duration=0.5, track_switches=True, loop="python").run()
+        except PermissionDeniedError as err:
+            pytest.skip(f"CPU-wide events need privileges: {err}")
+    finally:
+        busy.kill()
+        busy.wait()
+    cols = res.deltas()
+    assert {"pid", "tid", "switches"} <= set(cols)
+    # the pinned busy process dominates the CPU: most periods end with it running
+    share = np.mean(cols["pid"] == busy.pid)
+    assert share > 0.5, share
+    assert np.all(cols["switches"] >= 0)
+    s = res.summary()
+    assert s["switch_records"] > 0 and s["switch_lost"] == 0
