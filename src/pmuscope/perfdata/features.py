@@ -417,8 +417,10 @@ def encode_build_id(b: BuildId) -> bytes:
 def encode_event_desc(descs: list[EventDesc], attr_size: int) -> bytes:
     out = [struct.pack("<II", len(descs), attr_size)]
     for d in descs:
-        raw = bytes(d.attr)[:attr_size]
-        out.append(raw + b"\0" * (attr_size - len(raw)))
+        raw = bytearray(bytes(d.attr)[:attr_size])
+        raw += b"\0" * (attr_size - len(raw))
+        struct.pack_into("<I", raw, 4, attr_size)
+        out.append(bytes(raw))
         out.append(struct.pack("<I", len(d.ids)))
         out.append(encode_string(d.name))
         out.append(struct.pack(f"<{len(d.ids)}Q", *d.ids))
