@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "stat": "stat_cmd",
     "monitor": "monitor_cmd",
     "observe": "observe_cmd",
+    "spe": "spe_cmd",
 }
 
 

@@ -1,0 +1,141 @@
+"""``pmuscope spe``: decode Arm SPE data.
+
+    pmuscope spe --dump --raw spe.data            # packets, as `perf report -D` prints them
+    pmuscope spe --raw spe.data -o out --format csv   # spe-parser style ldst/br/other tables
+    pmuscope spe -i perf.data -o out               # AUXTRACE chunks of a perf.data file
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import PmuscopeError
+
+HELP = "decode Arm SPE buffers: perf report -D packet dump, load/store/branch/other tables"
+DESCRIPTION = (
+    "Decode Arm Statistical Profiling Extension data from a perf.data file (AUXTRACE) or a bare "
+    "SPE buffer (--raw). --dump prints packets in the exact format of `perf report -D`; -o writes "
+    "load-store / branch / other tables with the columns of Arm's spe-parser."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", help="perf.data file, or a raw SPE buffer with --raw")
+    parser.add_argument("-i", "--input", dest="input", help="input file (same as FILE)")
+    parser.add_argument("-r", "--raw", action="store_true", help="FILE is one bare SPE buffer (e.g. WindowsPerf spe.data), not perf.data")
+    parser.add_argument("-D", "--dump", action="store_true", help="print every packet as `perf report -D` does")
+    parser.add_argument("-o", "--output", metavar="OUTDIR", help="write <prefix>-ldst/-br/-other tables into OUTDIR")
+    parser.add_argument("-t", "--format", choices=("csv", "parquet"), default="csv", help="table format (default csv)")
+    parser.add_argument("-p", "--prefix", default="spe", help="table file name prefix (default spe)")
+    parser.add_argument("--cpu", type=int, default=0, help="cpu column for a raw buffer (default 0)")
+    parser.add_argument("--midr", type=lambda s: int(s, 0), default=0, help="MIDR_EL1 of the CPU that wrote a raw buffer (names IMPDEF events, e.g. 0x410fd0c0 for Neoverse N1)")
+    parser.add_argument("--noldst", action="store_true", help="skip the load/store table")
+    parser.add_argument("--nobr", action="store_true", help="skip the branch table")
+    parser.add_argument("--noother", action="store_true", help="skip the other table")
+    parser.add_argument("--strict", action="store_true", help="fail on the first undecodable byte instead of skipping it as perf does")
+    parser.add_argument("-s", "--symbols", action="store_true", help="resolve PCs to symbols (not available yet)")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise PmuscopeError(f"cannot read {path}: {err.strerror}") from err
+
+
+def _chunks(args, path: str):
+    """(cpu, midr, data, header line or None) per SPE buffer in the input."""
+    if args.raw:
+        yield args.cpu, args.midr, _read(path), None
+        return
+    try:
+        from ..spe.perfdata import iter_spe_chunks
+    except ImportError as err:
+        raise PmuscopeError(
+            "reading SPE data from perf.data needs the perf.data reader (pmuscope.perfdata), which "
+            "this build does not have yet; pass --raw for a bare SPE buffer"
+        ) from err
+    yield from iter_spe_chunks(path, midr=args.midr or None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..spe import decode_records, dump_lines
+    from ..spe.records import SpeRecords
+    from ..spe.tables import write_tables
+
+    path = args.input or args.file
+    if not path:
+        raise PmuscopeError("no input: give a perf.data file, or --raw and a bare SPE buffer")
+    if args.symbols:
+        raise PmuscopeError("--symbols is not available yet; the tables carry raw PCs (hex) to resolve later")
+    out = sys.stdout
+    parts = []
+    nbad = 0
+    first_bad = None
+    for cpu, midr, data, header in _chunks(args, path):
+        if args.dump:
+            if header:
+                out.write(header + "\n")
+            for line in dump_lines(data, midr=midr, header=True):
+                out.write(line + "\n")
+        if args.output or not args.dump or args.strict:
+            recs = decode_records(data, cpu=cpu, midr=midr)
+            if args.strict:
+                recs.check()
+            nbad += len(recs.bad_offsets)
+            if first_bad is None and len(recs.bad_offsets):
+                first_bad = int(recs.bad_offsets[0])
+            parts.append(recs)
+    if args.dump and not args.output:
+        _warn_bad(nbad, first_bad)
+        return 0
+    recs = SpeRecords.concat(parts)
+    which = [n for n, skip in (("ldst", args.noldst), ("br", args.nobr), ("other", args.noother)) if not skip]
+    if args.output:
+        written = write_tables(recs, args.output, prefix=args.prefix, fmt=args.format, which=which)
+        for name, p in written.items():
+            print(f"{name}: {p}", file=sys.stderr)
+        if not written:
+            print("no SPE records found", file=sys.stderr)
+    else:
+        _summary(recs, out)
+    _warn_bad(nbad, first_bad)
+    return 0
+
+
+def _warn_bad(nbad: int, first_bad: int | None) -> None:
+    if nbad:
+        print(
+            f"warning: {nbad} undecodable byte(s) skipped, the first at offset {first_bad:#x} "
+            "(--strict makes this an error)",
+            file=sys.stderr,
+        )
+
+
+def _summary(recs, out) -> None:
+    import numpy as np
+
+    n = len(recs)
+    loads = int(recs.is_load.sum())
+    stores = int(recs.is_store.sum())
+    br = int(recs.is_branch.sum())
+    other = int((recs.op_class == 0).sum())
+    unknown = n - loads - stores - br - other
+    out.write(f"{recs.size} bytes of SPE data, {n} records\n")
+    out.write(f"  loads {loads}  stores {stores}  branches {br}  other {other}  no-op-type {unknown}\n")
+    if n:
+        tot = recs.tot_lat[recs.has_tot_lat]
+        if len(tot):
+            out.write(
+                f"  total latency: mean {float(np.mean(tot)):.1f}  p50 {int(np.percentile(tot, 50))}  "
+                f"p99 {int(np.percentile(tot, 99))}  max {int(tot.max())} cycles\n"
+            )
+    if len(recs.dropped_offsets):
+        out.write(f"  {len(recs.dropped_offsets)} partial record(s) dropped after bad bytes\n")
+    if recs.trailing_offset >= 0:
+        out.write(f"  unterminated record at offset {recs.trailing_offset:#x} ignored\n")
+
+
+__all__ = ["HELP", "configure", "run"]
