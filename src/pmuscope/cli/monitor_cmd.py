@@ -1,0 +1,112 @@
+"""``pmuscope monitor``: counter time series as a data set (Parquet, CSV, JSON lines)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..errors import PmuscopeError
+
+HELP = "write counter time series (one row per interval and CPU/thread) with DVFS context"
+DESCRIPTION = (
+    "Count EVENTS every -I MS and write one row per (interval, CPU) — or per (interval, thread) "
+    "with -p — with the kernel's monotonic timestamp, the interval's length, each event's delta, "
+    "time_enabled/time_running, a late flag, and per-CPU frequency, utilization, governor, "
+    "temperatures and energy where the machine has them."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-e", "--event", dest="events", action="append", required=True, metavar="EVENTS",
+                        help="event list, as for perf stat (repeatable): -e cycles,instructions")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("-a", "--all-cpus", action="store_true", help="every online CPU (the default)")
+    target.add_argument("-C", "--cpu", metavar="LIST", help="these CPUs: 0-3,8")
+    target.add_argument("-p", "--pid", type=int, metavar="PID", help="the threads of this process, one row per thread")
+    parser.add_argument("-I", "--interval", type=float, required=True, metavar="MS", help="interval in milliseconds (>= 0.1)")
+    parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: Ctrl-C or process exit)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' for standard output)")
+    parser.add_argument("--format", choices=("parquet", "csv", "jsonl"), help="default: from FILE's extension, else csv")
+    parser.add_argument("--no-group", action="store_true", help="read each event alone instead of one group per PMU")
+    parser.add_argument("--no-context", action="store_true", help="no frequency/utilization/thermal/power columns")
+    parser.add_argument("--no-power", action="store_true", help="do not add the power PMU's energy-* (RAPL) events")
+    parser.add_argument("--context-interval", type=float, metavar="MS",
+                        help="read context every MS (default: the interval, at least 10 ms)")
+    parser.add_argument("--row-group", type=int, default=65536, metavar="N", help="Parquet rows per row group")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
+
+
+class _Progress:
+    """One status line on stderr, rewritten in place, when stderr is a terminal."""
+
+    def __init__(self, enabled: bool, output: str) -> None:
+        self.enabled = enabled
+        self.output = output
+        self.last = 0.0
+
+    def update(self, stats, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.2:
+            return
+        self.last = now
+        pct = 100.0 * stats.on_time_fraction
+        sys.stderr.write(
+            f"\r\x1b[K[monitor] {stats.elapsed_s:8.1f} s  {stats.intervals} intervals  "
+            f"{stats.rows} rows  late {stats.late} ({pct:.2f}% on time)  -> {self.output}"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..counting.monitor import Monitor
+    from ..counting.writers import format_for_path, open_writer
+
+    if args.interval is None or args.interval < 0.1:
+        raise PmuscopeError(f"-I {args.interval}: the interval must be at least 0.1 ms")
+    fmt = args.format or format_for_path(args.output)
+    mon = Monitor(
+        args.events,
+        cpus=args.cpu,
+        pid=args.pid,
+        interval_ms=args.interval,
+        duration=args.duration,
+        group=not args.no_group,
+        context=not args.no_context,
+        context_ms=args.context_interval,
+        power=not args.no_power,
+    )
+    progress = _Progress(not args.quiet and sys.stderr.isatty() and args.output != "-", args.output)
+    interrupted = False
+    try:
+        mon.open()
+        kwargs = {"row_group_rows": args.row_group} if fmt == "parquet" else {}
+        writer = open_writer(args.output, mon.schema(), fmt, mon.metadata(), **kwargs)
+        try:
+            try:
+                for batch in mon.batches():
+                    writer.write(batch)
+                    progress.update(mon.stats)
+            except KeyboardInterrupt:
+                interrupted = True  # keep what was written
+        finally:
+            writer.close()
+    finally:
+        mon.close()
+        progress.update(mon.stats, force=True)
+        progress.close()
+    st = mon.stats
+    if not args.quiet and args.output != "-":
+        print(
+            f"pmuscope monitor: {st.rows} rows, {st.intervals} intervals of {args.interval:g} ms, "
+            f"{st.late} late ({100 * st.on_time_fraction:.2f}% on time), {st.skipped} skipped -> {args.output}",
+            file=sys.stderr,
+        )
+    return 130 if interrupted else 0

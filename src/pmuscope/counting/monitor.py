@@ -1,0 +1,817 @@
+"""Counter time series for data sets: one row per (interval, CPU) or
+(interval, thread), with the per-CPU context a DVFS model needs.
+
+The sampling loop runs in its own thread and is built for 1 ms intervals on
+every CPU:
+
+- **Deadlines, not sleeps.** Interval *k* ends at ``start + k * interval`` on
+  CLOCK_MONOTONIC; the loop sleeps to that absolute deadline
+  (``clock_nanosleep(TIMER_ABSTIME)``), so lateness never accumulates into
+  drift. A wake-up later than ``late_tolerance`` is flagged ``late``; one
+  that missed whole deadlines skips them (counted in ``skipped``) and the row
+  covers the longer interval — its ``interval_ms`` says so.
+- **One read per group, straight into a chunk buffer.** Each (CPU|thread,
+  group) is read with ``readv`` of ``PERF_FORMAT_GROUP |
+  TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`` into a preallocated buffer;
+  deltas, scaling and context columns are computed with numpy once per
+  chunk, off the sampling thread.
+- **Context at its own period.** cpufreq, /proc/stat utilization, thermal,
+  hwmon and powercap are read every ``context_ms`` (default: the interval,
+  at least 10 ms): /proc/stat moves in scheduler ticks and
+  ``scaling_cur_freq`` is refreshed by the governor every few ms, so reading
+  them each millisecond would cost time and add no information. Rows in
+  between carry the latest values.
+
+Columns: ``timestamp`` (ns, CLOCK_MONOTONIC, at the end of the interval),
+``interval_ms``, ``cpu`` or ``tid``, one column per event (delta scaled by
+``time_enabled/time_running`` of its group and by the event's sysfs
+``.scale``; NaN when the group did not run or the event does not exist on
+that CPU), ``time_enabled``/``time_running`` (ns deltas; with several groups
+the largest enabled and the smallest running time), ``late``, ``skipped``,
+then context: ``freq_mhz``, ``util``, ``governor`` and machine columns
+(``temp_*_c``, ``hwmon_*``, ``energy_*_j``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import PmuscopeError, ProcessGoneError, require
+from ..events.spec import EventSpec
+from ..kernel import abi
+from ..kernel.syscall import PerfEventFd
+from .context import ContextSampler, online_cpus, parse_cpu_list, power_pmu_events
+
+__all__ = ["Monitor", "monitor", "IntervalScheduler", "Tick", "MonitorStats", "resolve_events"]
+
+_READ_FORMAT = abi.PERF_FORMAT_GROUP | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
+
+# --------------------------------------------------------------------------- clock and sleep
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLOCK_MONOTONIC = time.CLOCK_MONOTONIC
+TIMER_ABSTIME = 1
+PR_SET_TIMERSLACK = 29
+
+
+class _timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+try:
+    _clock_nanosleep = _libc.clock_nanosleep
+    _clock_nanosleep.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_timespec), ctypes.c_void_p]
+    _clock_nanosleep.restype = ctypes.c_int
+except AttributeError:  # pragma: no cover - every Linux libc has it
+    _clock_nanosleep = None
+
+
+def monotonic_ns() -> int:
+    """CLOCK_MONOTONIC in ns (the clock perf uses with ``-k monotonic``)."""
+    return time.clock_gettime_ns(CLOCK_MONOTONIC)
+
+
+def make_sleep_until() -> Callable[[int], None]:
+    """A function sleeping until an absolute CLOCK_MONOTONIC time in ns, with
+    ``clock_nanosleep(TIMER_ABSTIME)`` (no drift from relative sleeps)."""
+    if _clock_nanosleep is None:  # pragma: no cover
+
+        def sleep_until_rel(deadline_ns: int) -> None:
+            delay = deadline_ns - monotonic_ns()
+            if delay > 0:
+                time.sleep(delay / 1e9)
+
+        return sleep_until_rel
+    ts = _timespec()
+    ref = ctypes.byref(ts)
+
+    def sleep_until(deadline_ns: int) -> None:
+        ts.tv_sec, ts.tv_nsec = divmod(deadline_ns, 1_000_000_000)
+        while _clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, ref, None) != 0:  # EINTR: sleep again
+            pass
+
+    return sleep_until
+
+
+def set_timer_slack(ns: int = 1000) -> None:
+    """Lower this thread's timer slack (50 µs by default) so 1 ms deadlines
+    are met within microseconds (prctl(2) PR_SET_TIMERSLACK)."""
+    try:
+        _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+    except Exception:  # pragma: no cover
+        pass
+
+
+@dataclass
+class Tick:
+    """One deadline reached: ``deadline`` and ``now`` in ns, ``late`` when
+    ``now - deadline`` exceeded the tolerance, ``skipped`` deadlines passed
+    without a reading (the row then spans 1 + skipped intervals)."""
+
+    index: int
+    deadline: int
+    now: int
+    late: bool
+    skipped: int
+
+
+class IntervalScheduler:
+    """Deadline-based interval timer: deadline *k* is ``start + k*interval``.
+
+    ``clock`` and ``sleep_until`` are injectable (a fake clock in tests).
+    """
+
+    def __init__(
+        self,
+        interval_ns: int,
+        *,
+        tolerance_ns: int | None = None,
+        clock: Callable[[], int] = monotonic_ns,
+        sleep_until: Callable[[int], None] | None = None,
+    ) -> None:
+        if interval_ns <= 0:
+            raise PmuscopeError(f"the interval must be positive, not {interval_ns} ns")
+        self.interval_ns = int(interval_ns)
+        self.tolerance_ns = int(tolerance_ns if tolerance_ns is not None else max(self.interval_ns // 10, 20_000))
+        self.clock = clock
+        self.sleep_until = sleep_until or make_sleep_until()
+        self.start_ns = 0
+        self.k = 1
+        self.late = 0
+        self.skipped = 0
+        self.ticks = 0
+
+    def start(self, start_ns: int | None = None) -> int:
+        self.start_ns = self.clock() if start_ns is None else start_ns
+        self.k = 1
+        return self.start_ns
+
+    def wait(self) -> Tick:
+        """Sleep to the next deadline and say how well it was met."""
+        deadline = self.start_ns + self.k * self.interval_ns
+        now = self.clock()
+        if now < deadline:
+            self.sleep_until(deadline)
+            now = self.clock()
+        lateness = now - deadline
+        skipped = lateness // self.interval_ns if lateness >= self.interval_ns else 0
+        late = lateness > self.tolerance_ns
+        index = self.k
+        self.k += 1 + skipped
+        self.ticks += 1
+        self.late += late
+        self.skipped += skipped
+        return Tick(index, deadline, now, late, skipped)
+
+
+# --------------------------------------------------------------------------- events
+
+_GENERIC_HW = {
+    "cycles": 0, "cpu-cycles": 0, "instructions": 1, "cache-references": 2, "cache-misses": 3,
+    "branches": 4, "branch-instructions": 4, "branch-misses": 5, "bus-cycles": 6,
+    "stalled-cycles-frontend": 7, "idle-cycles-frontend": 7, "stalled-cycles-backend": 8,
+    "idle-cycles-backend": 8, "ref-cycles": 9,
+}  # fmt: skip
+_GENERIC_SW = {
+    "cpu-clock": 0, "task-clock": 1, "page-faults": 2, "faults": 2, "context-switches": 3, "cs": 3,
+    "cpu-migrations": 4, "migrations": 4, "minor-faults": 5, "major-faults": 6, "alignment-faults": 7,
+    "emulation-faults": 8, "dummy": 9, "bpf-output": 10, "cgroup-switches": 11,
+}  # fmt: skip
+
+
+def _split_events(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "{/":
+            depth += 1 if ch == "{" else 0
+        if ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0 and cur.count("/") % 2 == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return [e.strip() for e in out if e.strip()]
+
+
+def _basic_event(text: str, sysfs: str = "/sys") -> EventSpec:
+    """Resolve generic hardware/software names and ``pmu/event/`` sysfs
+    aliases with ``:u``/``:k`` modifiers (used until/unless the full event
+    grammar is importable)."""
+    name, _, mods = text.partition(":") if not text.endswith("/") and ":" in text.rsplit("/", 1)[-1] else (text, "", "")
+    attr = abi.perf_event_attr()
+    scale, unit, pmu, cpus = 1.0, "", None, None
+    m = re.fullmatch(r"([\w.-]+)/([\w.-]+)/", name)
+    if name in _GENERIC_HW:
+        attr.type, attr.config = abi.PERF_TYPE_HARDWARE, _GENERIC_HW[name]
+    elif name in _GENERIC_SW:
+        attr.type, attr.config, pmu = abi.PERF_TYPE_SOFTWARE, _GENERIC_SW[name], "software"
+    elif m:
+        from .context import _parse_event_config, _read_int, _read_text
+
+        pmu, ev = m.group(1), m.group(2)
+        base = os.path.join(sysfs, "bus/event_source/devices", pmu)
+        ptype = _read_int(os.path.join(base, "type"))
+        alias = _read_text(os.path.join(base, "events", ev))
+        if ptype is None or alias is None:
+            raise PmuscopeError(f"unknown event {text!r}: no PMU {pmu!r} with event {ev!r} in {base}")
+        formats: dict[str, tuple[str, int, int]] = {}
+        for fname in os.listdir(os.path.join(base, "format")) if os.path.isdir(os.path.join(base, "format")) else []:
+            fm = re.fullmatch(r"(config\d?):(\d+)(?:-(\d+))?", _read_text(os.path.join(base, "format", fname)) or "")
+            if fm:
+                formats[fname] = (fm.group(1), int(fm.group(2)), int(fm.group(3) or fm.group(2)))
+        attr.type, attr.config = ptype, _parse_event_config(alias, formats)
+        s = _read_text(os.path.join(base, "events", f"{ev}.scale"))
+        scale = float(s) if s else 1.0
+        unit = _read_text(os.path.join(base, "events", f"{ev}.unit")) or ""
+        cm = _read_text(os.path.join(base, "cpumask"))
+        cpus = parse_cpu_list(cm) if cm else None
+    else:
+        raise PmuscopeError(f"unknown event {text!r}: `pmuscope list` shows the events of this machine")
+    for ch in mods:
+        if ch == "u":
+            attr.exclude_kernel, attr.exclude_hv = 1, 1
+        elif ch == "k":
+            attr.exclude_user, attr.exclude_hv = 1, 1
+        elif ch == "h":
+            attr.exclude_user, attr.exclude_kernel = 1, 1
+        else:
+            raise PmuscopeError(f"event {text!r}: modifier {ch!r} is not supported here (u, k, h)")
+    return EventSpec(name=text, attr=attr, pmu=pmu, scale=scale, unit=unit, modifiers=mods, text=text, cpus=cpus)
+
+
+def resolve_events(events: str | Sequence[str | EventSpec], sysfs: str = "/sys") -> list[EventSpec]:
+    """Event strings (``"cycles,instructions"``, ``["{cycles,instructions}", ...]``)
+    or EventSpecs → EventSpecs. Uses the full event grammar
+    (``pmuscope.events.parse_events``) when available."""
+    if isinstance(events, str):
+        events = [events]
+    specs: list[EventSpec] = []
+    texts: list[str] = []
+    for ev in events:
+        if isinstance(ev, EventSpec):
+            specs.append(ev)
+        else:
+            texts.append(ev)
+    if texts:
+        joined = ",".join(texts)
+        parse = None
+        try:
+            from ..events import parse_events as parse  # type: ignore[attr-defined]
+        except ImportError:
+            parse = None
+        if parse is not None:
+            specs.extend(parse(joined))
+        else:
+            specs.extend(_basic_event(t, sysfs) for t in _split_events(joined.replace("{", "").replace("}", "")))
+    if not specs:
+        raise PmuscopeError("no events given: pass -e EVENT[,EVENT...] (e.g. -e cycles,instructions)")
+    names = [s.name for s in specs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise PmuscopeError(f"event {sorted(dup)[0]!r} is given twice; each event becomes one column")
+    return specs
+
+
+_CORE_TYPES = (abi.PERF_TYPE_HARDWARE, abi.PERF_TYPE_SOFTWARE, abi.PERF_TYPE_HW_CACHE, abi.PERF_TYPE_RAW)
+
+
+def _core_pmu_type(sysfs: str = "/sys") -> int | None:
+    try:
+        with open(os.path.join(sysfs, "bus/event_source/devices/cpu/type")) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def plan_groups(specs: Sequence[EventSpec], group: bool, sysfs: str = "/sys") -> list[list[int]]:
+    """Indices of ``specs`` per perf group. Braced groups from the event
+    string are kept; with ``group=True`` the remaining events that may share a
+    group (generic hardware/cache/raw/software and the core PMU) share one,
+    and every other PMU (power, msr, uncore...) gets a group of its own kind;
+    with ``group=False`` each remaining event is read alone."""
+    core = _core_pmu_type(sysfs)
+    groups: list[list[int]] = []
+    braced: dict[int, list[int]] = {}
+    by_kind: dict[Any, list[int]] = {}
+    for i, s in enumerate(specs):
+        if s.group is not None:
+            if s.group not in braced:
+                braced[s.group] = []
+                groups.append(braced[s.group])
+            braced[s.group].append(i)
+        elif group:
+            kind = "core" if s.attr.type in _CORE_TYPES or s.attr.type == core else s.attr.type
+            if kind not in by_kind:
+                by_kind[kind] = []
+                groups.append(by_kind[kind])
+            by_kind[kind].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+# --------------------------------------------------------------------------- the monitor
+
+
+@dataclass
+class MonitorStats:
+    """How well the run kept its deadlines, and what it cost."""
+
+    intervals: int = 0
+    late: int = 0
+    skipped: int = 0
+    rows: int = 0
+    #: CPU time (user+sys) of the sampling thread, seconds
+    sampler_cpu_s: float = 0.0
+    elapsed_s: float = 0.0
+
+    @property
+    def on_time_fraction(self) -> float:
+        return 1.0 - self.late / self.intervals if self.intervals else 1.0
+
+
+@dataclass
+class _Slot:
+    """One (entity, group) read: fd, offset and size in the record (u64 words)."""
+
+    fd: PerfEventFd
+    entity: int
+    columns: list[int]
+    offset: int
+    nwords: int
+    members: list[PerfEventFd] = field(default_factory=list)
+
+
+@dataclass
+class _Chunk:
+    buf: bytearray
+    views: list = field(default_factory=list)
+    ts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    deadline_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    late: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    n: int = 0
+    ctx: list = field(default_factory=list)  # (interval index, freq, util, machine)
+
+
+class Monitor:
+    """Counter time series; iterate for row dicts, :meth:`batches` for
+    columnar numpy batches, :meth:`to_dataframe` for pandas.
+
+    ``cpus`` (list or ``"0-3"``), ``all_cpus`` or ``pid`` select what is
+    counted (default: all online CPUs). ``interval_ms`` may be fractional
+    (≥ 0.1). The run ends after ``duration`` seconds, ``count`` intervals,
+    :meth:`stop`, or when the monitored process exits.
+    """
+
+    def __init__(
+        self,
+        events: str | Sequence[str | EventSpec],
+        *,
+        cpus: Sequence[int] | str | None = None,
+        pid: int | None = None,
+        interval_ms: float = 1000.0,
+        duration: float | None = None,
+        count: int | None = None,
+        group: bool = True,
+        context: bool = True,
+        context_ms: float | None = None,
+        power: bool = True,
+        late_tolerance_ms: float | None = None,
+        chunk_intervals: int | None = None,
+        sysfs: str = "/sys",
+        procfs: str = "/proc",
+    ) -> None:
+        if interval_ms < 0.1:
+            raise PmuscopeError(f"interval {interval_ms} ms is too short: the minimum is 0.1 ms (-I 1 is 1 ms)")
+        if duration is not None and duration <= 0:
+            raise PmuscopeError(f"--duration must be positive, not {duration}")
+        if cpus is not None and pid is not None:
+            raise PmuscopeError("give either CPUs (-a/-C) or a process (-p), not both")
+        self.sysfs, self.procfs = sysfs, procfs
+        self.interval_ns = int(round(interval_ms * 1e6))
+        self.interval_ms = interval_ms
+        self.pid = pid
+        if pid is not None:
+            self.per_thread = True
+            self.entities = self._threads_of(pid)
+        else:
+            self.per_thread = False
+            if isinstance(cpus, str):
+                cpus = parse_cpu_list(cpus)
+            online = online_cpus(sysfs)
+            self.entities = list(cpus) if cpus is not None else online
+            bad = [c for c in self.entities if c not in online]
+            if bad:
+                raise PmuscopeError(f"CPU {bad[0]} is not online here; online CPUs: {','.join(map(str, online))}")
+            if not self.entities:
+                raise PmuscopeError("no CPUs to monitor")
+        self.specs = resolve_events(events, sysfs)
+        if power and not self.per_thread:
+            have = {s.name for s in self.specs}
+            for pe in power_pmu_events(sysfs):
+                if pe.column not in have and f"power/{pe.name}/" not in have:
+                    attr = abi.perf_event_attr(type=pe.pmu_type, config=pe.config)
+                    self.specs.append(EventSpec(name=pe.column, attr=attr, pmu="power", scale=pe.scale, unit=pe.unit, cpus=pe.cpus))
+        self.group = group
+        self.duration = duration
+        if count is None and duration is not None:
+            count = max(1, int(round(duration * 1e9 / self.interval_ns)))
+        self.count = count
+        self.context = context and not self.per_thread
+        ctx_ms = context_ms if context_ms is not None else max(interval_ms, 10.0)
+        self.context_every = max(1, int(round(ctx_ms / interval_ms)))
+        tol = late_tolerance_ms * 1e6 if late_tolerance_ms is not None else None
+        self.tolerance_ns = int(tol) if tol is not None else None
+        if chunk_intervals is None:
+            chunk_intervals = int(min(4096, max(1, round(250.0 / interval_ms))))
+        self.chunk_intervals = chunk_intervals
+        self.stats = MonitorStats()
+        self._slots: list[_Slot] = []
+        self._opened = False
+        self._stop = threading.Event()
+        self._queue: queue.Queue = queue.Queue(maxsize=256)
+        self._free: queue.Queue = queue.Queue()  # chunk buffers handed back by the consumer
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._ctx: ContextSampler | None = None
+        self._rec_words = 0
+        self.start_ns = 0
+        self.wall_start = 0.0
+        self.anchor = (monotonic_ns(), time.time())
+
+    # -- setup
+    def _threads_of(self, pid: int) -> list[int]:
+        try:
+            tids = sorted(int(t) for t in os.listdir(os.path.join(self.procfs, str(pid), "task")))
+        except FileNotFoundError:
+            raise ProcessGoneError(f"no process {pid} (it exited, or the pid is wrong)", pid=pid) from None
+        except OSError as err:
+            raise PmuscopeError(f"cannot list the threads of {pid}: {err.strerror}") from err
+        return tids
+
+    @property
+    def event_names(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    @property
+    def entity_column(self) -> str:
+        return "tid" if self.per_thread else "cpu"
+
+    def schema(self) -> list[tuple[str, str]]:
+        """(column, kind) in output order; kinds as in :mod:`.writers`."""
+        cols: list[tuple[str, str]] = [("timestamp", "i64"), ("interval_ms", "f64"), (self.entity_column, "i32")]
+        cols += [(name, "f64") for name in self.event_names]
+        cols += [("time_enabled", "i64"), ("time_running", "i64"), ("late", "bool"), ("skipped", "i32")]
+        if self.context:
+            cols += [("freq_mhz", "f64"), ("util", "f64"), ("governor", "str")]
+            cols += [(c, "f64") for c in self._context_sampler().machine_columns]
+        return cols
+
+    def metadata(self) -> dict[str, str]:
+        """Run facts for file metadata (Parquet key-value metadata)."""
+        return {
+            "pmuscope.interval_ms": repr(self.interval_ms),
+            "pmuscope.events": ",".join(self.event_names),
+            "pmuscope.units": ",".join(f"{s.name}={s.unit}" for s in self.specs if s.unit),
+            "pmuscope.clock": "CLOCK_MONOTONIC",
+            # one (CLOCK_MONOTONIC, wall clock) pair read together: maps timestamps to dates
+            "pmuscope.anchor_monotonic_ns": str(self.anchor[0]),
+            "pmuscope.anchor_unix_s": repr(self.anchor[1]),
+            "pmuscope.kernel": os.uname().release,
+            "pmuscope.target": f"pid {self.pid}" if self.per_thread else f"cpus {','.join(map(str, self.entities))}",
+        }
+
+    def _context_sampler(self) -> ContextSampler:
+        if self._ctx is None:
+            self._ctx = ContextSampler(self.entities, self.sysfs, self.procfs)
+        return self._ctx
+
+    def open(self) -> "Monitor":
+        """Open every counter (disabled); :meth:`start` enables them."""
+        if self._opened:
+            return self
+        groups = plan_groups(self.specs, self.group, self.sysfs)
+        offset = 0
+        try:
+            for e, ent in enumerate(self.entities):
+                for cols in groups:
+                    cols_here = [j for j in cols if self.per_thread or self.specs[j].cpus is None or ent in self.specs[j].cpus]
+                    if not cols_here:
+                        continue
+                    fds: list[PerfEventFd] = []
+                    for j in cols_here:
+                        spec = self.specs[j]
+                        attr = spec.attr.copy()
+                        attr.read_format = _READ_FORMAT
+                        attr.disabled = 1 if not fds else 0
+                        attr.inherit = 0
+                        attr.sample_period = 0
+                        attr.freq = 0
+                        pid, cpu = (ent, -1) if self.per_thread else (-1, ent)
+                        fds.append(PerfEventFd(attr, pid=pid, cpu=cpu, group=fds[0] if fds else None, event=spec.name))
+                    nwords = 3 + len(fds)
+                    self._slots.append(_Slot(fds[0], e, cols_here, offset, nwords, fds))
+                    offset += nwords
+        except BaseException:
+            self.close()
+            raise
+        self._rec_words = offset
+        if self.context:
+            self._context_sampler()
+        self._opened = True
+        return self
+
+    def close(self) -> None:
+        """Stop the sampler and close every fd and context file."""
+        self.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        for slot in self._slots:
+            for fd in slot.members:
+                fd.close()
+        self._slots = []
+        self._opened = False
+        if self._ctx is not None:
+            self._ctx.close()
+            self._ctx = None
+
+    def stop(self) -> None:
+        """Ask the sampling thread to end after the current interval."""
+        self._stop.set()
+
+    def __enter__(self) -> "Monitor":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the sampling thread
+    def _new_chunk(self) -> _Chunk:
+        n = self.chunk_intervals
+        rec = self._rec_words * 8
+        chunk = _Chunk(bytearray(n * rec))
+        mv = memoryview(chunk.buf)
+        plan = [(s.fd.fd, s.offset * 8, s.nwords * 8) for s in self._slots]
+        # one [memoryview] per (interval, group), built once per buffer: readv
+        # fills the chunk in place, no bytes object per read
+        chunk.views = [[(fd, [mv[i * rec + off : i * rec + off + size]]) for fd, off, size in plan] for i in range(n)]
+        return chunk
+
+    def _read_baseline(self) -> np.ndarray:
+        buf = bytearray(self._rec_words * 8)
+        mv = memoryview(buf)
+        for slot in self._slots:
+            os.readv(slot.fd.fd, [mv[slot.offset * 8 : (slot.offset + slot.nwords) * 8]])
+        return np.frombuffer(buf, dtype=np.uint64).copy()
+
+    def _sample_context(self) -> tuple:
+        freq, util, machine = self._ctx.sample()  # type: ignore[union-attr]
+        return freq.copy(), util, machine
+
+    def _sampler(self) -> None:
+        try:
+            self._sampler_loop()
+        except BaseException as err:  # surfaced in the consumer
+            self._error = err
+        finally:
+            self._queue.put(None)
+
+    def _sampler_loop(self) -> None:
+        # The hot loop: kept to a readv per group plus list appends per
+        # interval; the IntervalScheduler logic is inlined (same arithmetic)
+        # to save a method call and an object per tick.
+        set_timer_slack(1000)
+        cpu0 = time.thread_time()
+        interval = self.interval_ns
+        tolerance = self.tolerance_ns if self.tolerance_ns is not None else max(interval // 10, 20_000)
+        clock = monotonic_ns
+        sleep_until = make_sleep_until()
+        readv = os.readv
+        stop = self._stop
+        remaining = self.count if self.count is not None else -1
+        ctx_every = self.context_every if self.context else 0
+        pid_alive_path = os.path.join(self.procfs, str(self.pid)) if self.per_thread else None
+        chunk_n = self.chunk_intervals
+        start = self.start_ns
+        k = 1
+        while not stop.is_set():
+            chunk = self._free.get_nowait() if not self._free.empty() else self._new_chunk()
+            views = chunk.views
+            ts, idx, late, skipped, ctx = [], [], [], [], []
+            i = 0
+            while i < chunk_n:
+                deadline = start + k * interval
+                now = clock()
+                if now < deadline:
+                    sleep_until(deadline)
+                    now = clock()
+                for fd, target in views[i]:
+                    readv(fd, target)
+                lateness = now - deadline
+                skip = lateness // interval if lateness >= interval else 0
+                ts.append(now)
+                idx.append(k)
+                late.append(lateness > tolerance)
+                skipped.append(skip)
+                i += 1
+                if ctx_every and k // ctx_every != (k - 1 - skip) // ctx_every:
+                    ctx.append((i - 1, *self._sample_context()))
+                k += 1 + skip
+                remaining -= 1
+                if remaining == 0 or stop.is_set():
+                    stop.set()
+                    break
+                if pid_alive_path is not None and k % 64 == 0 and not os.path.exists(pid_alive_path):
+                    stop.set()
+                    break
+            chunk.n = i
+            chunk.ts, chunk.deadline_idx = np.array(ts, dtype=np.int64), np.array(idx, dtype=np.int64)
+            chunk.late, chunk.skipped = np.array(late, dtype=bool), np.array(skipped, dtype=np.int32)
+            chunk.ctx = ctx
+            self._queue.put(chunk)
+        self.stats.sampler_cpu_s = time.thread_time() - cpu0
+
+    # -- the consumer
+    def batches(self) -> Iterator[dict[str, np.ndarray]]:
+        """Run the monitor and yield one columnar batch (``{column: array}``)
+        per chunk of intervals, as they complete."""
+        self.open()
+        for slot in self._slots:
+            slot.fd.reset(group=True)
+        prev_switch = sys.getswitchinterval()
+        if self.interval_ns < 20_000_000:
+            # the sampler must get the GIL back within its tolerance while the
+            # consumer formats rows; 5 ms (the default) would make 1 ms late
+            sys.setswitchinterval(min(prev_switch, 0.0002))
+        prev_raw = None
+        try:
+            self.wall_start = time.time()
+            self.start_ns = monotonic_ns()
+            for slot in self._slots:
+                slot.fd.enable(group=True)
+            prev_raw = self._read_baseline()
+            prev_ts = self.start_ns
+            if self.context:
+                self._ctx.sample()  # type: ignore[union-attr]  # prime deltas
+                last_ctx = self._sample_context()
+            else:
+                last_ctx = None
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._sampler, name="pmuscope-monitor", daemon=True)
+            self._thread.start()
+            while True:
+                chunk = self._queue.get()
+                if chunk is None:
+                    break
+                if chunk.n == 0:
+                    continue
+                batch, prev_raw, prev_ts, last_ctx = self._build_batch(chunk, prev_raw, prev_ts, last_ctx)
+                if self._free.qsize() < 4:
+                    self._free.put(chunk)  # its data were copied out
+                self.stats.intervals += chunk.n
+                self.stats.late += int(chunk.late[: chunk.n].sum())
+                self.stats.skipped += int(chunk.skipped[: chunk.n].sum())
+                self.stats.rows += len(batch["timestamp"])
+                self.stats.elapsed_s = (prev_ts - self.start_ns) / 1e9
+                yield batch
+            if self._error is not None:
+                raise self._error
+        finally:
+            self._stop.set()
+            if self._thread is not None:
+                # drain so a blocked put() can finish
+                while self._thread.is_alive():
+                    try:
+                        self._queue.get(timeout=0.05)
+                    except queue.Empty:
+                        pass
+                self._thread.join()
+            sys.setswitchinterval(prev_switch)
+            for slot in self._slots:
+                try:
+                    slot.fd.disable(group=True)
+                except OSError:
+                    pass
+
+    def _build_batch(self, chunk: _Chunk, prev_raw: np.ndarray, prev_ts: int, last_ctx):
+        n, E = chunk.n, len(self.entities)
+        raw = np.frombuffer(chunk.buf, dtype=np.uint64, count=n * self._rec_words).reshape(n, self._rec_words)
+        full = np.vstack([prev_raw[None, :], raw]).view(np.int64)
+        delta = np.diff(full, axis=0)  # u64 wrap-around is two's complement in int64
+        ts = chunk.ts[:n]
+        dts = np.diff(np.concatenate([[prev_ts], ts]))
+        rows = n * E
+        out: dict[str, np.ndarray] = {
+            "timestamp": np.repeat(ts, E),
+            "interval_ms": np.repeat(dts / 1e6, E),
+            self.entity_column: np.tile(np.asarray(self.entities, dtype=np.int32), n),
+        }
+        events = [np.full((n, E), np.nan) for _ in self.specs]
+        enabled = np.zeros((n, E), dtype=np.int64)
+        running = np.full((n, E), np.iinfo(np.int64).max, dtype=np.int64)
+        for slot in self._slots:
+            o, e = slot.offset, slot.entity
+            d_ena = delta[:, o + 1]
+            d_run = delta[:, o + 2]
+            np.maximum(enabled[:, e], d_ena, out=enabled[:, e])
+            np.minimum(running[:, e], d_run, out=running[:, e])
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = np.where(d_run > 0, d_ena / np.where(d_run > 0, d_run, 1), np.nan)
+            for k, j in enumerate(slot.columns):
+                events[j][:, e] = delta[:, o + 3 + k] * ratio * self.specs[j].scale
+        running[running == np.iinfo(np.int64).max] = 0
+        for j, spec in enumerate(self.specs):
+            out[spec.name] = events[j].reshape(rows)
+        out["time_enabled"] = enabled.reshape(rows)
+        out["time_running"] = running.reshape(rows)
+        out["late"] = np.repeat(chunk.late[:n], E)
+        out["skipped"] = np.repeat(chunk.skipped[:n], E)
+        if self.context:
+            ctx = self._ctx
+            mcols = ctx.machine_columns  # type: ignore[union-attr]
+            freq = np.empty((n, E))
+            util = np.empty((n, E))
+            mach = np.empty((n, len(mcols)))
+            samples = [(-1, *last_ctx)] + chunk.ctx
+            starts = [s[0] for s in samples]
+            for si, (idx, f, u, m) in enumerate(samples):
+                lo = max(idx, 0)
+                hi = starts[si + 1] if si + 1 < len(samples) else n
+                freq[lo:hi] = f
+                util[lo:hi] = u
+                mach[lo:hi] = [m.get(c, np.nan) for c in mcols] if mcols else 0
+            last_ctx = samples[-1][1:]
+            out["freq_mhz"] = freq.reshape(rows)
+            out["util"] = util.reshape(rows)
+            out["governor"] = np.tile(np.asarray(ctx.governors, dtype=object), n)  # type: ignore[union-attr]
+            for c_i, c in enumerate(mcols):
+                out[c] = np.repeat(mach[:, c_i], E)
+        return out, full[-1].view(np.uint64).copy(), int(ts[-1]), last_ctx
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Yield one dict per row (column name → Python value)."""
+        for batch in self.batches():
+            names = list(batch)
+            cols = [batch[c].tolist() for c in names]
+            for values in zip(*cols):
+                yield dict(zip(names, values))
+
+    def run(self, sink: Callable[[dict[str, np.ndarray]], None]) -> MonitorStats:
+        """Run to the end, handing each batch to ``sink`` (e.g. ``writer.write``)."""
+        try:
+            for batch in self.batches():
+                sink(batch)
+        finally:
+            self.close()
+        return self.stats
+
+    def to_dataframe(self):
+        """Run to the end and return a pandas DataFrame (needs the ``pandas`` extra)."""
+        pd = require("pandas", "pandas", "DataFrames")
+        parts = []
+        try:
+            for batch in self.batches():
+                parts.append(batch)
+        finally:
+            self.close()
+        names = [c for c, _ in self.schema()] if parts else []
+        data = {c: np.concatenate([p[c] for p in parts]) for c in names} if parts else {}
+        df = pd.DataFrame(data)
+        if "governor" in df:
+            df["governor"] = df["governor"].astype("category")
+        return df
+
+
+def monitor(
+    events: str | Sequence[str | EventSpec],
+    *,
+    cpus: Sequence[int] | str | None = None,
+    pid: int | None = None,
+    interval_ms: float = 1000.0,
+    duration: float | None = None,
+    count: int | None = None,
+    **kwargs: Any,
+) -> Monitor:
+    """Counter time series, one row per (interval, CPU) or (interval, thread).
+
+    Returns a :class:`Monitor`: iterate it for row dicts, call
+    ``.batches()`` for numpy column batches or ``.to_dataframe()``::
+
+        for row in pmuscope.monitor("cycles,instructions", interval_ms=10, count=100):
+            print(row["cpu"], row["instructions"] / row["cycles"])
+    """
+    return Monitor(events, cpus=cpus, pid=pid, interval_ms=interval_ms, duration=duration, count=count, **kwargs)
