@@ -210,7 +210,7 @@ class PMU:
 
 def is_core_pmu_name(name: str) -> bool:
     return name in ("cpu", "cpu_core", "cpu_atom", "cpum_cf") or name.startswith(
-        ("armv8_", "armv7_", "armv9_", "arm_cortex", "power", "riscv_pmu")
+        ("armv8_", "armv7_", "armv9_", "arm_cortex", "riscv_pmu")
     )
 
 
