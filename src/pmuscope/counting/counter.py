@@ -180,6 +180,7 @@ class Counter:
         workload: "Workload | None" = None,
         system_wide: bool = False,
         tolerate_unsupported: bool = False,
+        enable_on_exec: bool = True,
         procfs: str = "/proc",
         sysfs: str = "/sys",
     ) -> None:
@@ -195,6 +196,7 @@ class Counter:
         self.workload = workload
         self.inherit = inherit
         self.tolerate_unsupported = tolerate_unsupported
+        self.enable_on_exec = enable_on_exec
         self.procfs, self.sysfs = procfs, sysfs
         self.cgroup = cgroup
         self._cgroup_fd = -1
@@ -209,9 +211,10 @@ class Counter:
         else:
             cpu_list = None
         n_targets = sum(x is not None for x in (pid, tid, workload, cgroup))
-        if n_targets > 1:
+        wide = cgroup is not None or system_wide or cpu_list is not None
+        if n_targets - (workload is not None and wide) > 1:
             raise errors.PmuscopeError("give only one of pid=, tid=, command=/workload=, cgroup=")
-        if workload is not None:
+        if workload is not None and not wide:
             threads = [workload.pid]
         elif pid is not None:
             pids = [pid] if isinstance(pid, int) else list(pid)
@@ -220,13 +223,16 @@ class Counter:
                 threads.extend(process_threads(int(p), procfs))
         elif tid is not None:
             threads = [tid] if isinstance(tid, int) else [int(t) for t in tid]
-        elif cgroup is not None or system_wide or cpu_list is not None:
+        elif wide:
+            # system-wide (a workload given too only bounds the measurement, as in `perf stat -a CMD`)
             threads = [-1]
             if cpu_list is None:
                 cpu_list = online_cpus(sysfs)
         else:
             threads = [0]  # the calling thread (and, with inherit, what it starts)
         self.system_wide = threads == [-1]
+        #: counters attached to the workload's pid enable themselves at its exec
+        self._exec_enables = workload is not None and not self.system_wide and enable_on_exec
         self.cpus: list[int] = cpu_list if cpu_list is not None else [-1]
         self.threads: list[int] = threads
 
@@ -263,7 +269,7 @@ class Counter:
         # leaders start disabled; members follow their leader (perf stat does the same)
         attr.disabled = 1 if ev.leader else 0
         attr.inherit = 1 if (self.inherit and not self.system_wide) else 0
-        attr.enable_on_exec = 1 if (self.workload is not None and ev.leader) else 0
+        attr.enable_on_exec = 1 if (self._exec_enables and ev.leader) else 0
         return attr
 
     def open(self) -> "Counter":
@@ -416,11 +422,10 @@ class Counter:
         its counters enable themselves at exec (``enable_on_exec``)."""
         self.open()
         self.start_ns = time.monotonic_ns()
-        if self.workload is not None:
-            if not self.workload.started:
-                self.workload.start()
-            else:
+        if self.workload is not None and not self.workload.started:
+            if not self._exec_enables:
                 self._ioctl_all(abi.PERF_EVENT_IOC_ENABLE, abi.PERF_IOC_FLAG_GROUP)
+            self.workload.start()
         else:
             self._ioctl_all(abi.PERF_EVENT_IOC_ENABLE, abi.PERF_IOC_FLAG_GROUP)
         self._enabled = True

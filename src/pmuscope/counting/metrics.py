@@ -70,6 +70,16 @@ METRICS: tuple[Metric, ...] = (
            on="stalled-cycles-frontend", fmt="%7.2f%%"),
     Metric("backend stall %", "100 * stalled_cycles_backend / cycles", "backend cycles idle",
            on="stalled-cycles-backend", fmt="%7.2f%%"),
+    Metric("L1-dcache miss %", "100 * L1_dcache_load_misses / L1_dcache_loads", "of all L1-dcache accesses",
+           on="L1-dcache-load-misses", fmt="%7.2f%%"),
+    Metric("L1-icache miss %", "100 * L1_icache_load_misses / L1_icache_loads", "of all L1-icache accesses",
+           on="L1-icache-load-misses", fmt="%7.2f%%"),
+    Metric("LLC miss %", "100 * LLC_load_misses / LLC_loads", "of all LL-cache accesses", on="LLC-load-misses",
+           fmt="%7.2f%%"),
+    Metric("dTLB miss %", "100 * dTLB_load_misses / dTLB_loads", "of all dTLB cache accesses", on="dTLB-load-misses",
+           fmt="%7.2f%%"),
+    Metric("iTLB miss %", "100 * iTLB_load_misses / iTLB_loads", "of all iTLB cache accesses", on="iTLB-load-misses",
+           fmt="%7.2f%%"),
     Metric("page-fault rate", "page_faults * 1e9 / nsecs", "/sec", on="page-faults", rate=True),
     Metric("rate", "event * 1e9 / nsecs", "/sec", on="*", rate=True),
 )
@@ -102,7 +112,8 @@ def _eval(node: ast.AST, env: Mapping[str, float | None]) -> float:
         args = [a for a in node.args if not (isinstance(a, ast.Name) and env.get(a.id) is None)]
         if not args:
             raise _Absent("none of " + ", ".join(ast.unparse(a) for a in node.args) + " was counted")
-        return _FUNCS[node.func.id](*(_eval(a, env) for a in args))
+        values = [_eval(a, env) for a in args]
+        return values[0] if len(values) == 1 else _FUNCS[node.func.id](*values)
     raise ValueError(f"unsupported formula element {ast.unparse(node)!r}")
 
 
@@ -135,7 +146,9 @@ class MetricValue:
 
 
 def _base(name: str) -> str:
-    return name.split(":", 1)[0]
+    from .results import base_name
+
+    return base_name(name)
 
 
 def evaluate(counts: Mapping[str, object], duration_ns: float, table: tuple[Metric, ...] = METRICS,

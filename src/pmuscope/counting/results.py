@@ -10,6 +10,7 @@ an aggregate is *not counted* only when every cell is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -18,6 +19,13 @@ import numpy as np
 from .. import errors
 
 VAL, ENA, RUN = 0, 1, 2
+
+_MODIFIER_SUFFIX = re.compile(r":[ukhIGHpPSDWe]+$")
+
+
+def base_name(name: str) -> str:
+    """The event name without a perf modifier suffix (``cycles:u`` → ``cycles``)."""
+    return _MODIFIER_SUFFIX.sub("", name)
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,7 @@ class Counts:
         if name in agg:
             return agg[name]
         for key, ev in agg.items():  # "cycles" finds "cycles:u"
-            if key.split(":", 1)[0] == name:
+            if base_name(key) == name:
                 return ev
         raise KeyError(f"no event {name!r} in these counts (have {', '.join(agg)})")
 

@@ -78,9 +78,9 @@ class Workload:
         if data:
             (eno,) = struct.unpack("=i", data)
             self.wait()
-            raise errors.PmuscopeError(
-                f"cannot run {self.argv[0]!r}: {os.strerror(eno)}", errno=eno, command=self.argv
-            )
+            err = errors.PmuscopeError(f"cannot run {self.argv[0]!r}: {os.strerror(eno)}", errno=eno, command=self.argv)
+            err.exit_code = 127  # the shell's "command not found / not executable"
+            raise err
 
     def cancel(self) -> None:
         """Kill a child that was never started."""
