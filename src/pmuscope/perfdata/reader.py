@@ -109,6 +109,13 @@ def default_event_name(attr: abi.perf_event_attr) -> str:
     return f"{t}:{c:#x}"
 
 
+def _seekable(fileobj) -> bool:
+    try:
+        return bool(fileobj.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class _BoundedSink:
     """Collects zstd output; refuses more than ``limit`` bytes per record."""
 
@@ -208,9 +215,8 @@ class PerfDataFile:
             fileobj = self._file
         else:
             fileobj = source
-            self.source = name or getattr(source, "name", None) or "<stream>"
-            if not isinstance(self.source, str):
-                self.source = str(self.source)
+            fname = getattr(source, "name", None)
+            self.source = name or (fname if isinstance(fname, str) else f"<fd {fname}>" if isinstance(fname, int) else "<stream>")
         try:
             fd = fileobj.fileno()
             st = os.fstat(fd)
@@ -222,6 +228,8 @@ class PerfDataFile:
             self._buf = memoryview(self._mmap)
         elif regular:
             self._buf = memoryview(b"")
+        elif _seekable(fileobj):  # e.g. io.BytesIO: random access, size known
+            self._buf = memoryview(fileobj.read())
         else:
             self._stream = _Stream(fileobj, self.source)
 
@@ -408,7 +416,10 @@ class PerfDataFile:
         """Pipe mode has no header sections: attrs, names and features arrive as
         records at the start of the stream. Read until the first other record so
         ``attrs``/``features`` are complete before iteration starts."""
-        it = self._iter_file_records()
+        if self._stream is not None:
+            it = self._stream_iter = self._stream_records()
+        else:
+            it = self._iter_file_records()
         self._preamble_end = self._data_start
         for rec in it:
             if self._stream is not None:
@@ -485,6 +496,9 @@ class PerfDataFile:
         self._consumed = True
         pending, self._pending = self._pending, []
         yield from pending
+        yield from self._stream_iter
+
+    def _stream_records(self) -> Iterator[tuple]:
         st = self._stream
         while True:
             pos = st.pos
