@@ -187,7 +187,7 @@ class _V0:
     def ident(self) -> tuple[str, int]:
         dis = self.opt_base62("s")
         puny = self.eat("u")
-        m = re.match(r"\d+", self.s[self.pos:])
+        m = re.match(r"0|[1-9]\d*", self.s[self.pos:])
         if not m:
             raise _V0Error("ident")
         self.pos += len(m.group())
@@ -219,7 +219,8 @@ class _V0:
         c = self.next()
         if c == "C":
             name, dis = self.ident()
-            return f"{name}[{dis:x}]" if dis else name
+            # c++filt (libiberty, verbose) always shows the crate disambiguator
+            return f"{name}[{dis:x}]"
         if c == "N":
             ns = self.next()
             parent = self.path(in_value)
@@ -277,7 +278,8 @@ class _V0:
             return "true" if val else "false"
         if ty == "c":
             return repr(chr(val))
-        return f"{'-' if neg else ''}{val}"
+        # c++filt prints the type of an integer const
+        return f"{'-' if neg else ''}{val}: {_BASIC.get(ty, ty)}"
 
     def binder(self) -> None:
         if self.eat("G"):
@@ -385,6 +387,10 @@ def demangle(name: str) -> str:
         return name
     if name.startswith(("_R", "__R")):
         return _v0_rust(name) or name
+    if "@" in name:  # symbol version (foo@@GLIBC_2.2.5, foo@plt): not part of the mangling
+        base, at, version = name.partition("@")
+        out = demangle(base)
+        return name if out == base else f"{out}@{version}"
     if name.startswith(("_Z", "__Z")):
         r = _legacy_rust(name)
         if r is not None:
