@@ -53,6 +53,7 @@ def stat_defaults(spec: EventSpec, *, enable_on_exec: bool = True, inherit: bool
         spec.attr.copy(),
         leader=spec.leader or not in_group,
         group_size=int(spec.extra.get("group_size", 1)) if in_group else 1,
-        enable_on_exec=enable_on_exec,
+        # tool events (duration_time ...) are opened CPU-wide by perf, never enabled on exec
+        enable_on_exec=enable_on_exec and not spec.extra.get("tool"),
         inherit=inherit,
     )
