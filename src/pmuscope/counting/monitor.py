@@ -326,6 +326,19 @@ def plan_groups(specs: Sequence[EventSpec], group: bool, sysfs: str = "/sys") ->
 # --------------------------------------------------------------------------- the monitor
 
 
+def _process_alive(stat_path: str) -> bool:
+    """False once /proc/PID is gone or the process is a zombie (state Z/X:
+    it exited and waits to be reaped; its threads count nothing more)."""
+    try:
+        with open(stat_path, "rb") as f:
+            text = f.read()
+    except OSError:
+        return False
+    state = text[text.rfind(b")") + 2 : text.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+
 @dataclass
 class MonitorStats:
     """How well the run kept its deadlines, and what it cost."""
@@ -604,7 +617,8 @@ class Monitor:
         stop = self._stop
         remaining = self.count if self.count is not None else -1
         ctx_every = self.context_every if self.context else 0
-        pid_alive_path = os.path.join(self.procfs, str(self.pid)) if self.per_thread else None
+        pid_stat = os.path.join(self.procfs, str(self.pid), "stat") if self.per_thread else None
+        alive_every = max(1, int(100_000_000 // interval))  # look for the process' exit every ~100 ms
         chunk_n = self.chunk_intervals
         start = self.start_ns
         k = 1
@@ -635,7 +649,7 @@ class Monitor:
                 if remaining == 0 or stop.is_set():
                     stop.set()
                     break
-                if pid_alive_path is not None and k % 64 == 0 and not os.path.exists(pid_alive_path):
+                if pid_stat is not None and k % alive_every == 0 and not _process_alive(pid_stat):
                     stop.set()
                     break
             chunk.n = i

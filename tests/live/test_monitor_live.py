@@ -1,0 +1,149 @@
+"""pmuscope monitor on the running kernel: software events always, hardware
+events where a PMU exists."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from pmuscope.cli.main import main
+from pmuscope.counting.context import online_cpus
+from pmuscope.counting.monitor import Monitor, monitor
+from tests.conftest import requires_hardware_pmu
+
+NCPU = len(online_cpus())
+SW = "task-clock,context-switches"
+
+
+def _collect(mon):
+    parts = list(mon.batches())
+    mon.close()
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def test_rows_per_interval_and_cpu():
+    mon = monitor(SW, interval_ms=10, count=20)
+    out = _collect(mon)
+    assert len(out["timestamp"]) == 20 * NCPU
+    assert out["cpu"][:NCPU].tolist() == online_cpus()
+    assert mon.stats.intervals == 20
+    # a CPU cannot run more task-clock than wall time: each row's task-clock
+    # is at most its interval (1% for the kernel's accounting at the edges)
+    assert (out["task-clock"] <= out["interval_ms"] * 1e6 * 1.01 + 20_000).all()
+    # and the counters were enabled all along
+    assert (out["time_enabled"] > 0).all()
+    assert np.allclose(out["time_enabled"], out["interval_ms"] * 1e6, rtol=0.2, atol=300_000)
+
+
+def test_deadlines_do_not_drift():
+    mon = Monitor(SW, interval_ms=5, count=200, context=False)
+    out = _collect(mon)
+    ts = out["timestamp"][::NCPU]
+    elapsed = ts - mon.start_ns
+    k = np.arange(1, 201) * 5_000_000
+    # each reading is at or after its deadline; skipped deadlines move it by whole intervals
+    skipped = np.cumsum(out["skipped"][::NCPU])
+    lateness = elapsed - (k + skipped * 5_000_000)
+    assert (lateness >= 0).all()
+    # lateness never accumulates: the last reading is as close to its deadline as a typical one
+    assert lateness[-1] < 5_000_000
+    assert out["interval_ms"][::NCPU].sum() == pytest.approx((ts[-1] - mon.start_ns) / 1e6)
+
+
+def test_context_columns_present():
+    mon = monitor(SW, interval_ms=20, count=3)
+    out = _collect(mon)
+    for col in ("freq_mhz", "util", "governor"):
+        assert len(out[col]) == 3 * NCPU
+    util = out["util"]
+    assert np.isnan(util).all() or ((util[~np.isnan(util)] >= 0) & (util[~np.isnan(util)] <= 1)).all()
+
+
+def test_rows_as_dicts():
+    rows = list(monitor("task-clock", interval_ms=10, count=2, context=False))
+    assert len(rows) == 2 * NCPU
+    assert set(rows[0]) >= {"timestamp", "interval_ms", "cpu", "task-clock", "time_enabled", "time_running", "late"}
+    assert isinstance(rows[0]["cpu"], int)
+
+
+def test_to_dataframe():
+    pytest.importorskip("pandas")
+    df = monitor(SW, interval_ms=10, count=5).to_dataframe()
+    assert len(df) == 5 * NCPU
+    assert list(df.columns[:5]) == ["timestamp", "interval_ms", "cpu", "task-clock", "context-switches"]
+    assert df["timestamp"].is_monotonic_increasing
+
+
+def test_per_thread_rows():
+    proc = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "5"])
+    try:
+        time.sleep(0.3)
+        mon = Monitor("task-clock", pid=proc.pid, interval_ms=20, count=5)
+        out = _collect(mon)
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+        assert sorted(set(out["tid"].tolist())) == tids
+        busy = out["task-clock"][out["tid"] == proc.pid]
+        # the busy loop runs nearly all of each 20 ms interval
+        assert np.median(busy) > 10_000_000
+        assert "cpu" not in out and "freq_mhz" not in out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_per_thread_stops_when_process_exits():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
+    mon = Monitor("task-clock", pid=proc.pid, interval_ms=2, duration=30)
+    t = time.monotonic()
+    _collect(mon)
+    proc.wait()
+    assert time.monotonic() - t < 10
+
+
+def test_hardware_events():
+    requires_hardware_pmu()
+    mon = monitor("cycles,instructions", interval_ms=10, count=10, context=False)
+    out = _collect(mon)
+    assert np.nansum(out["cycles"]) > 0 and np.nansum(out["instructions"]) > 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_cli_writes_file(tmp_path, fmt, capsys):
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    path = tmp_path / f"out.{fmt}"
+    rc = main(["monitor", "-e", SW, "-a", "-I", "20", "--duration", "0.2", "-o", str(path)])
+    assert rc == 0
+    if fmt == "csv":
+        rows = list(csv.DictReader(open(path)))
+    elif fmt == "jsonl":
+        rows = [json.loads(line) for line in open(path)]
+    else:
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path)
+        assert t.schema.metadata[b"pmuscope.clock"] == b"CLOCK_MONOTONIC"
+        rows = t.to_pylist()
+    assert len(rows) == 10 * NCPU
+    assert list(rows[0])[:5] == ["timestamp", "interval_ms", "cpu", "task-clock", "context-switches"]
+    assert "10 intervals" in capsys.readouterr().err
+
+
+def test_cli_bad_event_is_one_line(tmp_path, capsys):
+    rc = main(["monitor", "-e", "no-such-event-xyz", "-I", "10", "--duration", "0.1", "-o", str(tmp_path / "x.csv")])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "no-such-event-xyz" in err and "Traceback" not in err
+
+
+def test_cli_offline_cpu(tmp_path, capsys):
+    rc = main(["monitor", "-e", "task-clock", "-C", "4096", "-I", "10", "--duration", "0.1", "-o", str(tmp_path / "x.csv")])
+    assert rc != 0
+    assert "4096" in capsys.readouterr().err
