@@ -225,11 +225,15 @@ class PerfEventFd:
 
 PARANOID_PATH = "/proc/sys/kernel/perf_event_paranoid"
 PERF_SECURITY_DOC = "https://www.kernel.org/doc/html/latest/admin-guide/perf-security.html"
+CAP_SYS_PTRACE = 19
 CAP_SYS_ADMIN = 21
+#: types below this are the kernel's fixed PERF_TYPE_*; above, dynamic PMU types
+PERF_TYPE_MAX = 6
 CAP_PERFMON = 38
 
 
 def read_paranoid(procfs: str = "/proc") -> int | None:
+    """``kernel.perf_event_paranoid`` (None when unreadable)."""
     try:
         with open(os.path.join(procfs, "sys/kernel/perf_event_paranoid")) as f:
             return int(f.read().strip())
@@ -238,6 +242,7 @@ def read_paranoid(procfs: str = "/proc") -> int | None:
 
 
 def effective_capabilities(procfs: str = "/proc", pid: str = "self") -> int:
+    """The ``CapEff`` mask of ``pid`` (0 when unreadable)."""
     try:
         with open(os.path.join(procfs, pid, "status")) as f:
             for line in f:
@@ -249,6 +254,7 @@ def effective_capabilities(procfs: str = "/proc", pid: str = "self") -> int:
 
 
 def has_perfmon(procfs: str = "/proc") -> bool:
+    """The kernel's ``perfmon_capable()``: CAP_PERFMON or CAP_SYS_ADMIN."""
     caps = effective_capabilities(procfs)
     return bool(caps & (1 << CAP_PERFMON) or caps & (1 << CAP_SYS_ADMIN))
 
@@ -261,9 +267,14 @@ def _describe(attr: abi.perf_event_attr, event: str | None) -> str:
 
 def required_paranoid(attr: abi.perf_event_attr, pid: int, cpu: int) -> int:
     """The highest perf_event_paranoid value at which an unprivileged user may
-    open this event (kernel/events/core.c and the perf-security document)."""
-    if attr.type == abi.PERF_TYPE_TRACEPOINT:
-        return -1  # raw tracepoint data needs CAP_PERFMON (or paranoid -1)
+    open this event (kernel/events/core.c perf_event_open(),
+    kernel/trace/trace_event_perf.c perf_trace_event_perm(), and the
+    perf-security document)."""
+    raw_tracepoint = (
+        attr.type == abi.PERF_TYPE_TRACEPOINT and attr.sample_period and attr.sample_type & abi.PERF_SAMPLE_RAW
+    )
+    if raw_tracepoint and (pid == -1 or cpu >= 0):
+        return -1  # raw tracepoint samples of a CPU are a data leak: privileged only
     if pid == -1 and cpu >= 0:
         return 0  # CPU-wide monitoring
     if not attr.exclude_kernel:
@@ -288,8 +299,52 @@ def _no_hardware_pmu(sysfs: str = "/sys") -> bool:
         names = os.listdir(base)
     except OSError:
         return True
-    core = [n for n in names if n in ("cpu", "cpu_core", "cpu_atom", "cpum_cf") or n.startswith(("armv8", "armv7", "arm_cortex", "armv9", "power", "riscv_pmu"))]
+    core = [n for n in names if n in ("cpu", "cpu_core", "cpu_atom", "cpum_cf") or n.startswith(("armv8", "armv7", "arm_cortex", "armv9", "riscv_pmu"))]
     return not core
+
+
+def _pmu_name(type_: int, sysfs: str = "/sys") -> str | None:
+    """The sysfs PMU whose ``type`` file holds ``type_``."""
+    base = os.path.join(sysfs, "bus/event_source/devices")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return None
+    for name in names:
+        try:
+            with open(os.path.join(base, name, "type")) as f:
+                if int(f.read()) == type_:
+                    return name
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _online_cpus(sysfs: str = "/sys") -> list[int] | None:
+    try:
+        with open(os.path.join(sysfs, "devices/system/cpu/online")) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    cpus: list[int] = []
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        cpus.extend(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def _count_open_fds() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # minus the listing's own fd
+    except OSError:
+        return None
+
+
+def _pid_owner(pid: int, procfs: str) -> int | None:
+    try:
+        return os.stat(os.path.join(procfs, str(pid))).st_uid
+    except OSError:
+        return None
 
 
 def error_from_errno(
@@ -303,87 +358,290 @@ def error_from_errno(
     flags: int = 0,
     procfs: str = "/proc",
     sysfs: str = "/sys",
+    fds_needed: int | None = None,
+    probe: bool = True,
 ) -> errors.PmuscopeError:
-    """Turn a perf_event_open errno into the typed error that says what to do."""
+    """Turn a perf_event_open errno into the typed error that says what to do.
+
+    ``procfs``/``sysfs`` are where the paranoid level, capabilities and PMUs
+    are read from (injectable for tests); ``fds_needed`` is how many fds the
+    whole request opens (for EMFILE); ``probe=False`` never re-opens events to
+    find the field the kernel rejected."""
     name = _describe(attr, event)
     common = dict(event=event, errno=err, pid=pid, cpu=cpu)
     if err in (errno.EACCES, errno.EPERM):
-        paranoid = read_paranoid(procfs)
-        needed = required_paranoid(attr, pid, cpu)
-        caps = effective_capabilities(procfs)
-        level = "unknown" if paranoid is None else str(paranoid)
-        what = PARANOID_LEVELS.get(paranoid if paranoid is not None else 99, "")
-        scope = "system-wide (per-CPU) monitoring" if pid == -1 else ("kernel-mode counting" if not attr.exclude_kernel else "monitoring")
-        msg = (
-            f"no permission to open {name} for {scope}: {PARANOID_PATH} is {level}"
-            + (f" ({what})" if what else "")
-            + f"; this needs {needed} or lower, or CAP_PERFMON.\n"
-            f"  Either run as root / grant CAP_PERFMON (setcap cap_perfmon+ep), or lower the level:"
-            f" sysctl kernel.perf_event_paranoid={needed}"
-        )
-        if needed >= 1 and not attr.exclude_kernel and pid != -1:
-            msg += f"\n  Or count user space only: add the ':u' modifier ({event or 'EVENT'}:u)."
-        msg += f"\n  See {PERF_SECURITY_DOC}"
-        return errors.PermissionDeniedError(msg, paranoid=paranoid, needed=needed, capabilities=caps, **common)
+        return _permission_error(err, attr, name, pid, cpu, procfs, common)
     if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.ENXIO):
-        hardware = attr.type in (abi.PERF_TYPE_HARDWARE, abi.PERF_TYPE_HW_CACHE, abi.PERF_TYPE_RAW)
-        if hardware and _no_hardware_pmu(sysfs):
-            return errors.NoHardwarePMUError(
-                f"{name} needs a hardware PMU, and this machine exposes none (a virtual machine?)", **common
-            )
-        if err == errno.EOPNOTSUPP and attr.sample_period and attr.type != abi.PERF_TYPE_SOFTWARE:
-            return errors.EventNotSupportedError(
-                f"{name} cannot be sampled here (the PMU has no overflow interrupt); count it instead", **common
-            )
-        if hardware:
-            return errors.EventNotSupportedError(
-                f"{name} is not supported by this CPU's PMU (<not supported>); `pmuscope list --probe` shows what works",
-                **common,
-            )
-        return errors.EventNotSupportedError(
-            f"{name} is not supported by the kernel here (no such PMU or event, errno {errno.errorcode.get(err, err)})",
-            **common,
-        )
+        return _unsupported_error(err, attr, name, pid, cpu, group_fd, flags, sysfs, probe, common)
     if err == errno.EINVAL:
-        field = probe_invalid_field(attr, pid, cpu, group_fd, flags)
-        why = f": the kernel rejected {field}" if field else ""
+        field, why = explain_invalid(attr, pid, cpu, group_fd, flags, sysfs=sysfs, procfs=procfs, probe=probe)
+        detail = f": the kernel rejected {field}" + (f" ({why})" if why else "") if field else (f": {why}" if why else "")
         return errors.InvalidAttrError(
-            f"invalid perf_event_attr for {name}{why} (EINVAL); `pmuscope attr` shows the attr", field=field, **common
+            f"invalid perf_event_attr for {name}{detail} (EINVAL); `pmuscope attr` shows the attr", field=field, **common
         )
     if err in (errno.EMFILE, errno.ENFILE):
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        which = "system-wide file table (fs.file-max)" if err == errno.ENFILE else f"RLIMIT_NOFILE (soft {soft}, hard {hard})"
+        fmt = lambda v: "unlimited" if v == resource.RLIM_INFINITY else str(v)  # noqa: E731
+        open_now = _count_open_fds()
+        if err == errno.ENFILE:
+            which = "the system-wide file table (fs.file-max) is full"
+            fix = "raise fs.file-max (sysctl -w fs.file-max=...) or close files elsewhere"
+        else:
+            which = f"RLIMIT_NOFILE is exhausted (soft {fmt(soft)}, hard {fmt(hard)}; {open_now if open_now is not None else '?'} fds open now)"
+            want = (open_now or 0) + (fds_needed or 0) + 64
+            target = max(want, soft * 2 if soft != resource.RLIM_INFINITY else want)
+            if hard != resource.RLIM_INFINITY and target > hard:
+                fix = f"raise the hard limit (it is {hard}; LimitNOFILE= in systemd, nofile in limits.conf) or monitor fewer CPUs/threads/events"
+            else:
+                fix = f"raise it (ulimit -n {target}) or monitor fewer CPUs/threads/events"
+        need = f"; this request needs {fds_needed} fds (one per event per CPU/thread)" if fds_needed else ""
         return errors.TooManyOpenFilesError(
-            f"too many open files while opening {name}: the {which} is exhausted; "
-            f"raise it (ulimit -n {max(hard, soft * 2) if hard != resource.RLIM_INFINITY else soft * 2}) "
-            f"or monitor fewer CPUs/threads/events",
+            f"too many open files while opening {name}: {which}{need}; {fix}",
             soft_limit=soft,
             hard_limit=hard,
+            open_fds=open_now,
+            fds_needed=fds_needed,
             **common,
         )
     if err == errno.ESRCH:
-        return errors.ProcessGoneError(f"cannot open {name} on pid {pid}: no such process (it exited?)", **common)
+        return errors.ProcessGoneError(
+            f"cannot open {name} on pid {pid}: no such process (it exited, or the pid/tid is wrong)", **common
+        )
     if err == errno.EBUSY:
         return errors.ResourceBusyError(
-            f"{name} is busy: another tool holds the PMU exclusively (or a pinned/exclusive event conflicts); retry later",
+            f"{name} is busy: another user holds this PMU exclusively (an exclusive PMU such as intel_pt/arm_spe/"
+            f"cs_etm allows one event per CPU, or a pinned/exclusive event conflicts); stop the other session "
+            f"(`perf`, another pmuscope) and retry",
             **common,
+        )
+    if err == errno.ENOSPC:
+        what = "hardware breakpoint slot (debug register: x86 has 4 per CPU)" if attr.type == abi.PERF_TYPE_BREAKPOINT else "PMU resource"
+        return errors.ResourceBusyError(
+            f"{name}: no free {what} left (ENOSPC); close other breakpoints/events on this task or CPU", **common
         )
     if err == errno.E2BIG:
         return errors.InvalidAttrError(
-            f"the kernel does not accept perf_event_attr of size {attr.size} for {name} (E2BIG): it is older than this attr",
+            f"the kernel does not accept perf_event_attr of size {attr.size} for {name} (E2BIG): the kernel is older "
+            f"than this attr and a field it does not know is non-zero",
+            field="size",
             **common,
         )
     if err == errno.EOVERFLOW:
+        limit = _read_int(os.path.join(procfs, "sys/kernel/perf_event_max_stack"))
         return errors.InvalidAttrError(
-            f"{name}: sample_max_stack/callchain depth exceeds kernel.perf_event_max_stack (EOVERFLOW)", **common
+            f"{name}: sample_max_stack={attr.sample_max_stack} exceeds kernel.perf_event_max_stack"
+            + (f"={limit}" if limit is not None else "")
+            + " (EOVERFLOW); ask for fewer frames or sysctl -w kernel.perf_event_max_stack=N",
+            field="sample_max_stack",
+            **common,
         )
     return errors.PmuscopeError(f"perf_event_open of {name} failed: {os.strerror(err)} (errno {err})", **common)
 
 
-#: fields probed, in order, when the kernel says EINVAL: zeroing one that makes
-#: the open succeed names the culprit
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _permission_error(err, attr, name, pid, cpu, procfs, common) -> errors.PermissionDeniedError:
+    paranoid = read_paranoid(procfs)
+    needed = required_paranoid(attr, pid, cpu)
+    caps = effective_capabilities(procfs)
+    privileged = bool(caps & (1 << CAP_PERFMON) or caps & (1 << CAP_SYS_ADMIN))
+    level = "unknown" if paranoid is None else str(paranoid)
+    fields = dict(paranoid=paranoid, needed=needed, capabilities=caps, **common)
+    if privileged:
+        return errors.PermissionDeniedError(
+            f"no permission to open {name} although this process holds CAP_PERFMON/CAP_SYS_ADMIN "
+            f"({PARANOID_PATH} is {level}, which does not apply): perf_event_open is blocked by a seccomp filter "
+            f"or security module, as container runtimes do by default.\n"
+            f"  Run the container with --cap-add PERFMON and a seccomp profile that allows perf_event_open "
+            f"(e.g. --security-opt seccomp=unconfined), or run on the host.\n  See {PERF_SECURITY_DOC}",
+            cause="seccomp",
+            **fields,
+        )
+    if pid > 0 and paranoid is not None and paranoid <= needed:
+        owner = _pid_owner(pid, procfs)
+        return errors.PermissionDeniedError(
+            f"no permission to open {name} on pid {pid}"
+            + (f" (owned by uid {owner})" if owner is not None else "")
+            + f": monitoring another process needs ptrace access to it (same user and kernel.yama.ptrace_scope "
+            f"allowing it, or CAP_SYS_PTRACE); {PARANOID_PATH} is {level} and is not the obstacle.\n"
+            f"  Run as that process's user or root, or grant CAP_PERFMON and CAP_SYS_PTRACE.",
+            cause="ptrace",
+            **fields,
+        )
+    what = PARANOID_LEVELS.get(paranoid if paranoid is not None else 99, "")
+    if pid == -1:
+        scope = "CPU-wide monitoring (pid=-1, cpu=%d)" % cpu
+    elif attr.type == abi.PERF_TYPE_TRACEPOINT and needed < 0:
+        scope = "raw tracepoint samples"
+    elif not attr.exclude_kernel:
+        scope = "kernel-mode counting (exclude_kernel=0)"
+    else:
+        scope = "monitoring"
+    if paranoid is not None and paranoid >= 3:
+        needed = min(needed, 2)
+    msg = (
+        f"no permission to open {name} for {scope}: {PARANOID_PATH} is {level}"
+        + (f" ({what})" if what else "")
+        + f"; this needs {needed} or lower, or CAP_PERFMON.\n"
+        f"  Either run as root / grant CAP_PERFMON (setcap cap_perfmon+ep <binary>), or lower the level:"
+        f" sysctl -w kernel.perf_event_paranoid={needed}"
+    )
+    if needed >= 1 and not attr.exclude_kernel and pid != -1:
+        msg += f"\n  Or count user space only: add the ':u' modifier ({common['event'] or 'EVENT'}:u)."
+    if pid == -1:
+        msg += "\n  Or monitor only your own processes (a command or -p PID) instead of whole CPUs."
+    msg += f"\n  See {PERF_SECURITY_DOC}"
+    return errors.PermissionDeniedError(msg, cause="paranoid", **fields)
+
+
+def _unsupported_error(err, attr, name, pid, cpu, group_fd, flags, sysfs, probe, common) -> errors.PmuscopeError:
+    hardware = attr.type in (abi.PERF_TYPE_HARDWARE, abi.PERF_TYPE_HW_CACHE, abi.PERF_TYPE_RAW)
+    code = errno.errorcode.get(err, str(err))
+    if hardware and _no_hardware_pmu(sysfs):
+        return errors.NoHardwarePMUError(
+            f"{name} needs a hardware PMU, and this machine exposes none (a virtual machine without a vPMU?); "
+            f"software events and tracepoints still work: `pmuscope doctor` explains",
+            **common,
+        )
+    pmu = _pmu_name(attr.type, sysfs)
+    if err in (errno.ENODEV, errno.ENXIO) and cpu >= 0:
+        online = _online_cpus(sysfs)
+        if online is not None and cpu not in online:
+            return errors.EventNotSupportedError(
+                f"cannot open {name} on cpu {cpu}: that CPU is not online ({code}); online CPUs: "
+                f"{','.join(map(str, online))}",
+                pmu=pmu,
+                **common,
+            )
+    if err == errno.ENOENT and attr.type >= PERF_TYPE_MAX and pmu is None:
+        return errors.EventNotSupportedError(
+            f"{name}: no PMU has type {attr.type} here (ENOENT); /sys/bus/event_source/devices/*/type lists the PMUs "
+            f"this kernel has",
+            pmu=None,
+            **common,
+        )
+    if err == errno.EOPNOTSUPP and probe:
+        field = probe_invalid_field(attr, pid, cpu, group_fd, flags)
+        if field:
+            return errors.EventNotSupportedError(
+                f"{name}: this PMU{f' ({pmu})' if pmu else ''} does not support {field} (EOPNOTSUPP)"
+                + (f"; {_HINTS[field.split('=')[0].split()[0]]}" if field.split("=")[0].split()[0] in _HINTS else "")
+                + "; drop that setting",
+                pmu=pmu,
+                field=field,
+                **common,
+            )
+    if err == errno.EOPNOTSUPP and attr.sample_period and attr.type != abi.PERF_TYPE_SOFTWARE:
+        return errors.EventNotSupportedError(
+            f"{name} cannot be sampled here (the PMU has no overflow interrupt, EOPNOTSUPP); count it instead",
+            pmu=pmu,
+            **common,
+        )
+    if hardware:
+        return errors.EventNotSupportedError(
+            f"{name} is not supported by this CPU's PMU (<not supported>, {code}); `pmuscope list --probe` shows what works",
+            pmu=pmu,
+            **common,
+        )
+    return errors.EventNotSupportedError(
+        f"{name} is not supported by the kernel here ({'PMU ' + pmu + ' has no such event' if pmu else 'no such PMU or event'}, {code})",
+        pmu=pmu,
+        **common,
+    )
+
+
+#: why the kernel rejects a field, by name (kernel/events/core.c perf_copy_attr(),
+#: perf_event_open(), perf_event_alloc() and the PMU drivers)
+_HINTS = {
+    "precise_ip": "precise_ip asks for skid-free sampling (PEBS on Intel, IBS on AMD), which this PMU or level lacks",
+    "exclude_guest": "the PMU cannot separate guest and host execution",
+    "exclude_host": "the PMU cannot separate guest and host execution",
+    "exclude_hv": "the PMU cannot filter hypervisor mode",
+    "exclude_idle": "the PMU cannot filter idle",
+    "sigtrap": "sigtrap requires remove_on_exec=1 (and a task, not a CPU-wide event)",
+    "aux_output": "aux_output needs a PMU with an AUX area (intel_pt) as group leader",
+    "branch_sample_type": "branch sampling (PERF_SAMPLE_BRANCH_STACK) needs LBR/BRBE hardware",
+    "sample_regs_intr": "interrupt-time registers beyond the basic set need PEBS extended registers",
+    "sample_regs_user": "a register bit not defined on this architecture",
+    "sample_stack_user": "must be a multiple of 8 and below 64 KiB",
+    "read_format": "unknown PERF_FORMAT_* bits for this kernel",
+    "sample_type": "a PERF_SAMPLE_* bit this kernel or PMU does not support",
+    "use_clockid": "use_clockid needs a valid clockid (CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI)",
+    "clockid": "use_clockid needs a valid clock (CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI)",
+    "inherit": "inherit cannot be combined with PERF_FORMAT_GROUP reads of sampling groups on older kernels",
+    "cgroup": "PERF_RECORD_CGROUP needs a kernel with cgroup support",
+}
+
+
+def explain_invalid(
+    attr: abi.perf_event_attr,
+    pid: int = 0,
+    cpu: int = -1,
+    group_fd: int = -1,
+    flags: int = 0,
+    *,
+    sysfs: str = "/sys",
+    procfs: str = "/proc",
+    probe: bool = True,
+) -> tuple[str | None, str | None]:
+    """Name what made the kernel say EINVAL: ``(field, why)``.
+
+    First the rules ``perf_copy_attr()`` and ``perf_event_open()`` check
+    statically (unknown bits, sigtrap without remove_on_exec, sample_freq
+    above the limit, a CPU that does not exist), then probing: clearing one
+    non-zero field (or one bit of a mask) at a time and re-opening."""
+    if attr.read_format & ~(abi.PERF_FORMAT_LOST * 2 - 1):
+        bits = attr.read_format & ~(abi.PERF_FORMAT_LOST * 2 - 1)
+        return f"read_format={attr.read_format:#x}", f"unknown PERF_FORMAT_* bits {bits:#x}"
+    if attr.sample_type & ~(abi.PERF_SAMPLE_MAX - 1):
+        bits = attr.sample_type & ~(abi.PERF_SAMPLE_MAX - 1)
+        return f"sample_type={attr.sample_type:#x}", f"unknown PERF_SAMPLE_* bits {bits:#x}"
+    if attr.sigtrap and not attr.remove_on_exec:
+        return "sigtrap=1", _HINTS["sigtrap"]
+    if attr.precise_ip > 3:
+        return f"precise_ip={attr.precise_ip}", "precise_ip ranges 0..3"
+    if attr.freq and attr.sample_freq:
+        limit = _read_int(os.path.join(procfs, "sys/kernel/perf_event_max_sample_rate"))
+        if limit is not None and attr.sample_freq > limit:
+            return f"sample_freq={attr.sample_freq}", f"above kernel.perf_event_max_sample_rate={limit}"
+    if attr.sample_type & abi.PERF_SAMPLE_BRANCH_STACK and not attr.branch_sample_type & ~0x7:
+        return (f"branch_sample_type={attr.branch_sample_type:#x}",
+                "PERF_SAMPLE_BRANCH_STACK needs a branch type (PERF_SAMPLE_BRANCH_ANY, ...) besides the privilege bits")
+    if cpu >= 0:
+        online = _online_cpus(sysfs)
+        if online is not None and cpu not in online:
+            return f"cpu={cpu}", f"no such CPU online (online: {','.join(map(str, online))})"
+    if pid == -1 and cpu < 0:
+        return "pid=-1,cpu=-1", "an event needs a task (pid >= 0) or a CPU (cpu >= 0), or both"
+    if attr.type == abi.PERF_TYPE_TRACEPOINT:
+        return f"config={attr.config}", "no tracepoint has this id (see <tracefs>/events/<subsys>/<name>/id)"
+    if not probe:
+        return None, None
+    field = probe_invalid_field(attr, pid, cpu, group_fd, flags)
+    if field:
+        key = field.split("=")[0].split()[0]
+        return field, _HINTS.get(key)
+    if attr.type in (abi.PERF_TYPE_HARDWARE, abi.PERF_TYPE_HW_CACHE, abi.PERF_TYPE_SOFTWARE, abi.PERF_TYPE_BREAKPOINT) or _open_hook is None:
+        bare = abi.perf_event_attr(type=attr.type, config=attr.config, config1=attr.config1, config2=attr.config2,
+                                   config3=attr.config3, bp_type=attr.bp_type, exclude_kernel=1, exclude_hv=1)
+        try:
+            os.close(raw_perf_event_open(bare, 0 if pid == -1 and cpu < 0 else pid, cpu, -1, abi.PERF_FLAG_FD_CLOEXEC))
+        except OSError as err:
+            if err.errno == errno.EINVAL:
+                return f"config={attr.config:#x}", f"the PMU does not accept this event encoding (type={attr.type})"
+    return None, None
+
+
+#: fields probed, in order, when the kernel says EINVAL/EOPNOTSUPP: zeroing one
+#: that makes the open succeed names the culprit
 _PROBE_FIELDS = (
     "precise_ip",
     "exclude_guest",
@@ -392,6 +650,11 @@ _PROBE_FIELDS = (
     "exclude_idle",
     "exclude_callchain_kernel",
     "exclude_callchain_user",
+    "exclusive",
+    "pinned",
+    "inherit",
+    "inherit_stat",
+    "enable_on_exec",
     "sample_id_all",
     "mmap2",
     "comm_exec",
@@ -423,37 +686,62 @@ _PROBE_FIELDS = (
     "clockid",
 )
 
+_MASK_FIELDS = {"read_format": abi.PerfFormat, "sample_type": abi.PerfSample, "branch_sample_type": abi.PerfBranchSample}
+
+
+def _try(trial: abi.perf_event_attr, pid: int, cpu: int, group_fd: int, flags: int) -> bool:
+    try:
+        fd = raw_perf_event_open(trial, pid, cpu, group_fd, flags | abi.PERF_FLAG_FD_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
 
 def probe_invalid_field(attr: abi.perf_event_attr, pid: int, cpu: int, group_fd: int, flags: int) -> str | None:
-    """Find which attr field made the kernel say EINVAL by clearing one
-    non-zero field at a time and retrying (perf's fallback does the same for a
-    few fields). Returns e.g. ``"precise_ip=3"`` or None."""
+    """Find which attr field made the kernel refuse (EINVAL/EOPNOTSUPP) by
+    clearing one non-zero field -- or one bit of ``sample_type``/``read_format``/
+    ``branch_sample_type`` -- at a time and retrying (perf's fallback does the
+    same for a few fields). Returns e.g. ``"precise_ip=3"`` or
+    ``"sample_type bit PERF_SAMPLE_BRANCH_STACK"``, or None."""
     if _open_hook is not None:
         return None
     for name in _PROBE_FIELDS:
         value = getattr(attr, name)
         if not value:
             continue
+        if name in _MASK_FIELDS:
+            enum_cls = _MASK_FIELDS[name]
+            bit = 1
+            while bit <= value:
+                if value & bit:
+                    trial = attr.copy()
+                    setattr(trial, name, value & ~bit)
+                    if name == "sample_type" and bit == abi.PERF_SAMPLE_BRANCH_STACK:
+                        trial.branch_sample_type = 0
+                    if _try(trial, pid, cpu, group_fd, flags):
+                        try:
+                            label = f"{enum_cls(bit).name}"
+                        except ValueError:
+                            label = f"{bit:#x}"
+                        prefix = {"read_format": "PERF_FORMAT_", "sample_type": "PERF_SAMPLE_", "branch_sample_type": "PERF_SAMPLE_BRANCH_"}[name]
+                        return f"{name} bit {prefix}{label}"
+                bit <<= 1
         trial = attr.copy()
         setattr(trial, name, 0)
         if name == "sample_regs_user":
             trial.sample_stack_user = 0
+            trial.sample_type &= ~(abi.PERF_SAMPLE_REGS_USER | abi.PERF_SAMPLE_STACK_USER)
+        if name == "sample_stack_user":
+            trial.sample_type &= ~abi.PERF_SAMPLE_STACK_USER
+        if name == "sample_regs_intr":
+            trial.sample_type &= ~abi.PERF_SAMPLE_REGS_INTR
         if name == "sigtrap":
             trial.remove_on_exec = 0
-        try:
-            fd = raw_perf_event_open(trial, pid, cpu, group_fd, flags | abi.PERF_FLAG_FD_CLOEXEC)
-        except OSError:
-            continue
-        os.close(fd)
-        return f"{name}={value:#x}" if name in ("read_format", "sample_type", "branch_sample_type", "config1", "config2", "config3") else f"{name}={value}"
-    if attr.freq and attr.sample_freq:
-        try:
-            with open("/proc/sys/kernel/perf_event_max_sample_rate") as f:
-                limit = int(f.read())
-            if attr.sample_freq > limit:
-                return f"sample_freq={attr.sample_freq} (above kernel.perf_event_max_sample_rate={limit})"
-        except (OSError, ValueError):
-            pass
+        if name == "branch_sample_type":
+            trial.sample_type &= ~abi.PERF_SAMPLE_BRANCH_STACK
+        if _try(trial, pid, cpu, group_fd, flags):
+            return f"{name}={value:#x}" if name in ("read_format", "sample_type", "branch_sample_type", "config1", "config2", "config3", "sample_regs_intr", "sample_regs_user") else f"{name}={value}"
     return None
 
 
