@@ -177,7 +177,9 @@ class StatPrinter:
         if counted:
             for mv in metrics[1:]:
                 if csv:
-                    lines.append(f"{prefix}{sep * 3}{self._metric_csv(mv)}")
+                    # empty value,unit,event,[variance,]runtime,pcnt: the field count stays what perf's linter expects
+                    empty = 5 + (row.variance is not None)
+                    lines.append(f"{prefix}{sep * (empty - 1)}{self._metric_csv(mv)}")
                 else:
                     pad = " " * 8 if self.aggr == "cpu" else ""
                     lines.append(f"{prefix}{pad}{' ' * 49}{self._metric_human(mv)}")
@@ -261,7 +263,7 @@ class StatPrinter:
         if user_s is not None and sys_s is not None:
             w(f" {user_s:17.9f} seconds user\n")
             w(f" {sys_s:17.9f} seconds sys\n")
-            w("\n")
+            w("\n\n")
 
 
 def _precision(num: float) -> int:
