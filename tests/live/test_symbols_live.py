@@ -1,0 +1,211 @@
+"""Symbol resolution in live processes: this Python process (libc and
+libpython functions found through ctypes), programs compiled by the test,
+the running kernel's kallsyms, and a Python >= 3.12 JIT perf map."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from pmuscope.symbols import KernelSymbols, Symbolizer
+from tests.unit.test_symbols_elf import bins  # noqa: F401  (fixture)
+
+
+def _nm_names_at(path: str, dynamic: bool = False) -> dict[int, set[str]]:
+    cmd = ["nm", "--defined-only"] + (["-D"] if dynamic else []) + [path]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    names = defaultdict(set)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            names[int(parts[0], 16)].add(parts[2].split("@")[0])
+    return names
+
+
+def _fn_addr(lib, name) -> int:
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+# -- this process ------------------------------------------------------------------------------
+def test_libc_functions_of_this_process():
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) is not installed")
+    libc = ctypes.CDLL("libc.so.6")
+    fns = ["malloc", "qsort", "getpid", "fopen", "nanosleep"]  # none of them is an IFUNC
+    addrs = np.array([_fn_addr(libc, f) for f in fns], dtype=np.uint64)
+    s = Symbolizer(use_proc_maps=True, kernel=False)
+    r = s.resolve_many(os.getpid(), np.concatenate([addrs, addrs + np.uint64(3)]))
+    dsos = r.dso_names()
+    assert all("libc" in d for d in dsos), dsos
+    dso = s.cache.get(dsos[0])
+    # the name we report is one of the names nm lists at that address (dynamic or full)
+    nm = _nm_names_at(dsos[0], dynamic=True)
+    if dso.symtab_path != dsos[0]:
+        for k, v in _nm_names_at(dso.symtab_path).items():
+            nm[k].update(v)
+    maps = s.maps.space(os.getpid())
+    names = r.sym_names()
+    for i, f in enumerate(fns):
+        m = maps.find(int(addrs[i]))
+        vaddr = int(dso.file_offset_to_vaddr(np.array([int(addrs[i]) - m.start + m.pgoff],
+                                                       dtype=np.uint64))[0])
+        assert f in nm[vaddr], f"nm has no {f} at {vaddr:#x}"
+        # perf keeps symbol versions from .symtab (fopen@@GLIBC_2.2.5); nm's names drop them here
+        assert names[i].split("@")[0] in nm[vaddr] and int(r.offset[i]) == 0
+        assert names[i + len(fns)] == names[i] and int(r.offset[i + len(fns)]) == 3
+
+
+def test_libpython_functions_of_this_process():
+    api = ctypes.pythonapi
+    fns = ["PyLong_FromLong", "PyObject_Repr", "PyList_Append", "PyDict_GetItem"]
+    addrs = [_fn_addr(api, f) for f in fns]
+    s = Symbolizer(use_proc_maps=True, kernel=False)
+    r = s.resolve_many(os.getpid(), np.array(addrs, dtype=np.uint64) + np.uint64(1))
+    assert r.sym_names() == fns
+    assert list(r.offset) == [1] * len(fns)
+    assert len(set(r.dso_id)) == 1 and r.dso_id[0] >= 0
+
+
+def test_stripped_libc_uses_separate_debug_file():
+    s = Symbolizer(use_proc_maps=True, kernel=False)
+    libc = ctypes.CDLL("libc.so.6")
+    dso_name = s.resolve(os.getpid(), _fn_addr(libc, "qsort"))[0]
+    dso = s.cache.get(dso_name)
+    if dso.how != "build-id":
+        pytest.skip(f"libc here has no build-id debug file under /usr/lib/debug ({dso.how})")
+    assert dso.symtab_path.startswith("/usr/lib/debug/.build-id/")
+    dyn = dso.elf.symbols(".dynsym")
+    assert len(dso.table) > len(dyn) // 2
+    names = {dso.table.name(i) for i in range(len(dso.table))}
+    assert "msort_with_tmp" in names or any(n.startswith("msort_with_tmp") for n in names)
+
+
+# -- compiled programs, read through /proc/PID/maps ------------------------------------------------
+@pytest.mark.parametrize("prog", ["demo_pie", "demo_nopie", "demo_lib", "demo_stripped"])
+def test_running_program_functions_resolve(bins, prog):
+    proc = subprocess.Popen([str(bins[prog]), "wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        printed = {}
+        for line in proc.stdout:
+            if line.strip() == "ready":
+                break
+            name, addr = line.split()
+            printed[name] = int(addr, 16)
+        s = Symbolizer(use_proc_maps=True, kernel=False, debug_root="/nonexistent")
+        names = list(printed)
+        ips = np.array([printed[n] for n in names], dtype=np.uint64)
+        r = s.resolve_many(proc.pid, np.concatenate([ips, ips + np.uint64(2)]))
+        assert r.sym_names() == names + names
+        assert list(r.offset) == [0] * len(names) + [2] * len(names)
+        dsos = r.dso_names()
+        assert dsos[names.index("alpha")] == str(bins[prog])
+        if "lib_compute" in printed:
+            assert dsos[names.index("lib_compute")].endswith("libsymdemo.so")
+    finally:
+        proc.communicate("x", timeout=30)
+
+
+# -- the running kernel ------------------------------------------------------------------------------
+def test_real_kallsyms():
+    ks = KernelSymbols.load()
+    if ks.addresses_hidden:
+        pytest.skip("kallsyms addresses are hidden here (kptr_restrict / not root)")
+    t = ks.tables["[kernel.kallsyms]"]
+    assert len(t) > 1000
+    by_addr = defaultdict(set)
+    with open("/proc/kallsyms") as f:
+        for line in f:
+            a, typ, name = line.split()[:3]
+            if typ in "tT" and "[" not in line:
+                by_addr[int(a, 16)].add(name)
+    addrs = sorted(by_addr)[::max(1, len(by_addr) // 500)]
+    s = Symbolizer(kernel=ks)
+    r = s.resolve_many(-1, np.array(addrs, dtype=np.uint64))
+    names = r.sym_names(demangle=False)
+    assert all(names[i] in by_addr[a] for i, a in enumerate(addrs))
+    assert set(r.dso_names()) == {"[kernel.kallsyms]"}
+
+
+def test_kallsyms_hidden_for_unprivileged_reader():
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to read kallsyms as an unprivileged user")
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          "head", "-n", "2000", "/proc/kallsyms"],
+                         capture_output=True, timeout=30)
+    if out.returncode != 0:
+        pytest.skip(f"setpriv failed: {out.stderr[:200]!r}")
+    ks = KernelSymbols.parse(out.stdout)
+    zeros = all(line.startswith(b"0000000000000000") for line in out.stdout.splitlines())
+    assert ks.addresses_hidden == zeros
+    with open("/proc/sys/kernel/kptr_restrict") as f:
+        restrict = int(f.read())
+    with open("/proc/sys/kernel/perf_event_paranoid") as f:
+        paranoid = int(f.read())
+    if restrict >= 1 or paranoid >= 2:  # kallsyms_show_value(): no CAP_SYSLOG, no perf access
+        assert ks.addresses_hidden
+
+
+# -- Python >= 3.12 with -X perf ---------------------------------------------------------------------
+def _python_with_perf_map() -> str | None:
+    cands = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))
+    cands += [shutil.which(f"python3.{v}") for v in range(12, 16)]
+    for c in cands:
+        if not c or not os.access(c, os.X_OK):
+            continue
+        try:
+            ok = subprocess.run([c, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                                capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if ok == "True":
+            return c
+    return None
+
+
+def test_python_perf_trampoline_map():
+    py = _python_with_perf_map()
+    if py is None:
+        pytest.skip("no Python >= 3.12 (needed for -X perf) is installed")
+    code = ("import sys\n"
+            "def burn_symbols_test(n):\n"
+            "    return sum(i * i for i in range(n))\n"
+            "for _ in range(200): burn_symbols_test(1000)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read(1)\n")
+    proc = subprocess.Popen([py, "-X", "perf", "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    path = f"/tmp/perf-{proc.pid}.map"
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        entry = None
+        while entry is None and time.monotonic() < deadline:
+            with open(path) as f:
+                for line in f:
+                    if "burn_symbols_test" in line:
+                        entry = line.split(None, 2)
+                        break
+            if entry is None:
+                time.sleep(0.05)
+        assert entry is not None, f"{path} has no burn_symbols_test entry"
+        start, size = int(entry[0], 16), int(entry[1], 16)
+        s = Symbolizer(use_proc_maps=True, kernel=False)
+        dso, name, off = s.resolve(proc.pid, start + size // 2)
+        assert dso == path and name == entry[2].strip() and off == size // 2
+        assert name.startswith("py::") and "burn_symbols_test" in name
+    finally:
+        proc.communicate("x", timeout=30)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
