@@ -631,3 +631,20 @@ def test_garbage_never_hangs():
             assert "byte offset" in str(err)
             outcomes["error"] += 1
     assert outcomes["error"] > 0 and outcomes["ok"] > 0
+
+
+def test_payload_words_that_look_like_headers_do_not_confuse_the_walk():
+    from pmuscope.records.decode import _walk_vectorized
+
+    attr = abi.perf_event_attr(sample_type=S.IP | S.TID | S.RAW)
+    table = AttrTable([(attr, [])])
+    # tid 524288 makes the pid/tid word's top 16 bits 8: it looks like a header of size 8
+    fake_past_end = struct.pack("<IHH", 9, 0, 0xFFF8)  # a "header" in the RAW payload pointing past the end
+    buf = b"".join(sample(attr, ip=k, pid=1, tid=524288 + k, raw=(b"\0" * 4 + fake_past_end + b"\0" * 4)) for k in range(20))
+    walked = _walk_vectorized(buf)
+    assert walked is not None and len(walked[0]) == 20
+    b = one_batch(buf, table)
+    assert b.ip.tolist() == list(range(20)) and b.tid.tolist() == [524288 + k for k in range(20)]
+    # a chain that leads nowhere falls back to the record-by-record walk, same result
+    odd = sample(attr, ip=99, pid=1, tid=1, raw=b"abcd") + buf
+    assert one_batch(odd, table).ip.tolist() == [99] + list(range(20))

@@ -62,6 +62,87 @@ def _bad_size(offset: int, rtype: int, size: int, left: int) -> errors.FormatErr
     return errors.FormatError(f"malformed record (type {rtype}) at byte offset {offset}: {what}", offset=offset)
 
 
+def _walk(buf: Chunk, base_offset: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+    """Record boundaries by following header.size, one record at a time."""
+    n = len(buf)
+    sample_offs: list[int] = []
+    sample_sizes: list[int] = []
+    side: list[tuple[int, int, int, int]] = []
+    unpack = _HDR.unpack_from
+    append_off = sample_offs.append
+    append_size = sample_sizes.append
+    off = 0
+    while off < n:
+        if n - off < 8:
+            raise _truncated_header(base_offset + off, n - off)
+        t, misc, size = unpack(buf, off)
+        if size < 8 or off + size > n:
+            raise _bad_size(base_offset + off, t, size, n - off)
+        if t == _SAMPLE:
+            append_off(off)
+            append_size(size)
+        else:
+            side.append((off, t, misc, size))
+        off += size
+    return np.array(sample_offs, dtype=np.int64), np.array(sample_sizes, dtype=np.int64), side
+
+
+def _walk_vectorized(buf: Chunk):
+    """Record boundaries without a Python loop per record, or None.
+
+    Every 8-byte word whose top 16 bits (``header.size``) are a non-zero
+    multiple of 8 is a candidate header. If the candidates chain exactly —
+    the first at 0, each one's ``offset + size`` the next candidate, the last
+    ending at the end of the chunk — they are the records: by induction from
+    offset 0 each is a real header. Anything else (a payload word that looks
+    like a header, an odd size, corruption) returns None and the caller walks
+    one record at a time, which also names the offending offset.
+    """
+    W = np.frombuffer(buf, dtype="<u8")
+    size_w = (W >> np.uint64(51)).astype(np.int64)  # header.size / 8 when size % 8 == 0
+    cand = np.flatnonzero(((W >> np.uint64(48)) & np.uint64(7)) == 0)
+    cand = cand[size_w[cand] > 0]
+    if not len(cand) or cand[0] != 0:
+        return None
+    nxt = cand + size_w[cand]
+    if nxt[-1] != len(W) or not np.array_equal(nxt[:-1], cand[1:]):
+        cand = _follow_chain(cand, nxt, len(W))
+        if cand is None:
+            return None
+    heads = W[cand]
+    types = (heads & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    is_sample = types == _SAMPLE
+    offs = cand * 8
+    sizes = size_w[cand] * 8
+    if is_sample.all():
+        return offs, sizes, []
+    other = np.flatnonzero(~is_sample)
+    misc = ((heads[other] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64)
+    side = list(zip(offs[other].tolist(), types[other].tolist(), misc.tolist(), sizes[other].tolist()))
+    return offs[is_sample], sizes[is_sample], side
+
+
+def _follow_chain(cand: np.ndarray, nxt: np.ndarray, end: int) -> np.ndarray | None:
+    """The candidates reachable from the one at 0 (payload words that merely
+    look like headers drop out), by pointer doubling; None if the chain does
+    not end exactly at ``end``."""
+    m = len(cand)
+    pos = np.searchsorted(cand, nxt)
+    hit = cand[np.minimum(pos, m - 1)] == nxt
+    succ = np.where(hit, pos, np.where(nxt == end, m, m + 1))
+    jump = np.concatenate([succ, [m, m + 1]])  # END and DEAD are fixed points
+    path = np.zeros(1, dtype=np.int64)
+    while True:
+        grown = np.union1d(path, jump[path])
+        if len(grown) == len(path):
+            break
+        path = grown
+        jump = jump[jump]
+    if path[-1] != m:  # the chain hit DEAD (or never reached the end)
+        return None
+    return cand[path[:-1]]
+
+
 def decode(
     buf: Chunk,
     attrs: AttrTable,
@@ -83,34 +164,16 @@ def decode(
     buf = _as_bytes_view(buf)
     n = len(buf)
     stats.bytes += n
-    sample_offs: list[int] = []
-    sample_sizes: list[int] = []
-    side: list[tuple[int, int, int, int]] = []
-    unpack = _HDR.unpack_from
-    off = 0
-    append_off = sample_offs.append
-    append_size = sample_sizes.append
-    # The one Python loop per record: headers only. Samples are decoded
-    # together afterwards, vectorized.
-    while off < n:
-        if n - off < 8:
-            raise _truncated_header(base_offset + off, n - off)
-        t, misc, size = unpack(buf, off)
-        if size < 8 or off + size > n:
-            raise _bad_size(base_offset + off, t, size, n - off)
-        if t == _SAMPLE:
-            append_off(off)
-            append_size(size)
-        else:
-            side.append((off, t, misc, size))
-        off += size
+    walked = _walk_vectorized(buf) if n % 8 == 0 and n >= 8 else None
+    if walked is not None:
+        sample_arr, size_arr, side = walked
+    else:
+        sample_arr, size_arr, side = _walk(buf, base_offset)
 
     batch: SampleBatch | None = None
-    if sample_offs:
-        stats.count(_SAMPLE, len(sample_offs))
-        batch = decode_samples(
-            buf, np.array(sample_offs, dtype=np.int64), np.array(sample_sizes, dtype=np.int64), attrs, base_offset, stats
-        )
+    if len(sample_arr):
+        stats.count(_SAMPLE, len(sample_arr))
+        batch = decode_samples(buf, sample_arr, size_arr, attrs, base_offset, stats)
         stats.samples += len(batch)
         if not side:
             if len(batch):
