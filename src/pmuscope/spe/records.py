@@ -92,8 +92,9 @@ class SpeRecords:
 
     ``bad_offsets``/``bad_reasons`` list every undecodable byte (1 invalid
     header, 2 truncated packet) and ``dropped_offsets`` the start of each
-    partial record perf would discard because of them; ``trailing_bytes`` is
-    where an unterminated last record starts (or -1).
+    partial record perf would discard because of them; ``trailing_offset`` is
+    where an unterminated last record starts (or -1). ``midr`` is the MIDR_EL1
+    of the CPU that wrote each record (0 when unknown).
     """
 
     cpu: np.ndarray
@@ -107,7 +108,7 @@ class SpeRecords:
     bad_reasons: np.ndarray
     dropped_offsets: np.ndarray
     trailing_offset: int = -1
-    midr: int = 0
+    midr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     size: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -225,7 +226,7 @@ class SpeRecords:
             bad_reasons=cat("bad_reasons"),
             dropped_offsets=cat("dropped_offsets"),
             trailing_offset=parts[-1].trailing_offset,
-            midr=parts[0].midr,
+            midr=cat("midr"),
             size=sum(p.size for p in parts),
         )
 
@@ -305,7 +306,7 @@ def records_from_packets(pk: PacketArrays, cpu: int = 0, midr: int = 0) -> SpeRe
         bad_reasons=pk.bad_reason[bad],
         dropped_offsets=dropped_offsets.astype(np.int64),
         trailing_offset=trailing,
-        midr=midr,
+        midr=np.full(ng, midr, np.uint64),
         size=pk.size,
     )
 

@@ -68,15 +68,14 @@ def _event_tokens(payload: int, n1: bool) -> list[str]:
 class _EventFormatter:
     """Event payload -> spe-parser's event string, memoised (few distinct values)."""
 
-    def __init__(self, midr: int) -> None:
-        self.n1 = bool(midr) and is_midr_n1(midr)
-        self.cache: dict[tuple[int, bool], str] = {}
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, bool, int], str] = {}
 
-    def __call__(self, payload: int, other: bool) -> str:
-        key = (payload, other)
+    def __call__(self, payload: int, other: bool, midr: int) -> str:
+        key = (payload, other, midr)
         s = self.cache.get(key)
         if s is None:
-            toks = _event_tokens(payload, self.n1)
+            toks = _event_tokens(payload, bool(midr) and is_midr_n1(midr))
             if other:
                 toks = sorted(set(toks) - _OTHER_EXCLUDED_EVENTS)
             s = self.cache[key] = ":".join(toks)
@@ -112,7 +111,7 @@ def spe_parser_tables(recs: SpeRecords, which: Sequence[str] = ("ldst", "br", "o
     logs them as invalid and skips them).
     """
     M56 = np.uint64((1 << 56) - 1)
-    evfmt = _EventFormatter(recs.midr)
+    evfmt = _EventFormatter()
     out: dict[str, dict[str, list | np.ndarray]] = {}
     col = recs.columns
     has = recs.present
@@ -135,7 +134,8 @@ def spe_parser_tables(recs: SpeRecords, which: Sequence[str] = ("ldst", "br", "o
         }
         ev = col["events"][sel].tolist()
         hev = has["events"][sel].tolist()
-        t["event"] = [evfmt(e, cls == 0) if h else "" for e, h in zip(ev, hev)]
+        midr = recs.midr[sel].tolist()
+        t["event"] = [evfmt(e, cls == 0, m) if h else "" for e, h, m in zip(ev, hev, midr)]
         if cls == 1:
             t["op"] = np.where(v & 1, "ST", "LD").tolist()
             extended = (v & 0xE2) == 0x02
