@@ -9,7 +9,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections import defaultdict
 

@@ -287,3 +287,39 @@ def test_perf_map_last_definition_wins(tmp_path):
     p = tmp_path / "perf-1.map"
     p.write_text("1000 10 old\n1000 10 new\n")
     assert PerfMap(str(p)).table().find(0x1001) == ("new", 1)
+
+
+# -- decoded side-band records ----------------------------------------------------------------------
+def test_apply_decoded_sideband_records(bins):
+    types = pytest.importorskip("pmuscope.records.types")
+    from pmuscope.kernel import abi
+
+    elf = ElfFile.open(bins["demo_pie"])
+    base = 0x5555_0000_0000
+    maps = Maps()
+    recs = [types.Comm(0, abi.PERF_RECORD_MISC_COMM_EXEC, None, 50, 50, "demo")]
+    for seg in elf.load_segments:
+        start = base + (seg.p_vaddr & ~(PAGE - 1))
+        end = base + ((seg.p_vaddr + seg.p_memsz + PAGE - 1) & ~(PAGE - 1))
+        recs.append(types.Mmap2(0, abi.PERF_RECORD_MISC_MMAP_BUILD_ID, None, 50, 50, start,
+                                end - start, seg.p_offset & ~(PAGE - 1), None, None, None, None,
+                                bytes.fromhex(elf.build_id), seg.p_flags, 2, str(bins["demo_pie"])))
+    recs.append(types.Mmap(0, abi.PERF_RECORD_MISC_KERNEL, None, -1, 0, 0xFFFFFFFF81000000,
+                           0x1000000, 0xFFFFFFFF81000000, "[kernel.kallsyms]_text"))
+    recs.append(types.Fork(0, 0, None, 51, 50, 51, 50, 0))
+    recs.append(types.Ksymbol(0, 0, None, 0xFFFFFFFFC0001000, 0x80, 1, 0, "bpf_prog_abc_handler"))
+    for r in recs:
+        assert maps.apply(r)
+    assert not maps.apply(types.Comm(0, 0, None, 51, 51, "renamed"))
+    assert len(maps.kernel_maps) == 1 and 50 in maps and 51 in maps
+    s = Symbolizer(maps, kernel=KernelSymbols())
+    ip = base + nm_addr(bins["demo_pie"], "beta") + 4
+    r = s.resolve_many(np.array([50, 51, 51]), np.array([ip, ip, 0xFFFFFFFFC0001010], dtype=np.uint64))
+    assert r.sym_names() == ["beta", "beta", "bpf_prog_abc_handler"]
+    assert r.dso_names()[2] == "bpf_prog_abc_handler" and int(r.offset[2]) == 0x10
+    assert maps.space(50)[0].build_id == elf.build_id
+    maps.apply(types.Ksymbol(0, 0, None, 0xFFFFFFFFC0001000, 0x80, 1,
+                             abi.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER, "bpf_prog_abc_handler"))
+    assert s.resolve(51, 0xFFFFFFFFC0001010)[1] == "[unknown]"
+    maps.apply(types.Comm(0, abi.PERF_RECORD_MISC_COMM_EXEC, None, 51, 51, "sh"))
+    assert s.resolve(51, ip)[1] == "[unknown]"

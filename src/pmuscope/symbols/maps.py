@@ -20,6 +20,11 @@ from ..errors import FormatError, ProcessGoneError
 
 PROT_EXEC = 4
 
+_R_MMAP, _R_COMM, _R_FORK, _R_MMAP2, _R_KSYMBOL = 1, 3, 7, 10, 17  # enum perf_event_type
+_CPUMODE_MASK, _MISC_KERNEL = 7, 1
+_MISC_MMAP_DATA = _MISC_COMM_EXEC = 1 << 13
+_KSYMBOL_UNREGISTER = 1
+
 #: file names perf treats as anonymous memory (JIT code lives there)
 ANON_NAMES = ("//anon", "/dev/zero", "/anon_hugepage", "[anon:")
 
@@ -180,6 +185,11 @@ class Maps:
 
     def __init__(self):
         self.spaces: dict[int, AddressSpace] = {}
+        #: kernel MMAPs (pid -1: ``[kernel.kallsyms]_text``, modules), in arrival order
+        self.kernel_maps: list[Mapping] = []
+        #: PERF_RECORD_KSYMBOL registrations (BPF programs, trampolines): addr -> (len, name)
+        self.ksymbols: dict[int, tuple[int, str]] = {}
+        self.ksymbols_generation = 0
 
     def __contains__(self, pid: int) -> bool:
         return pid in self.spaces
@@ -203,6 +213,43 @@ class Maps:
         return m
 
     mmap = mmap2
+
+    def apply(self, record) -> bool:
+        """Update from a decoded side-band record (``pmuscope.records``:
+        Mmap, Mmap2, Comm, Fork, Ksymbol); other records are ignored.
+        Returns True when the record changed something."""
+        rtype = getattr(record, "type", None)
+        if rtype in (_R_MMAP, _R_MMAP2):
+            pid = record.pid
+            if pid in (-1, 0xFFFFFFFF) or (record.misc & _CPUMODE_MASK) == _MISC_KERNEL:
+                self.kernel_maps.append(Mapping(record.addr, record.len, record.pgoff,
+                                                record.filename))
+                return True
+            if rtype == _R_MMAP:
+                self.mmap2(pid, record.addr, record.len, record.pgoff, record.filename,
+                           prot=PROT_EXEC if not record.misc & _MISC_MMAP_DATA else 1)
+                return True
+            self.mmap2(pid, record.addr, record.len, record.pgoff, record.filename,
+                       prot=record.prot, flags=record.flags, build_id=record.build_id,
+                       maj=record.maj or 0, min=record.min or 0, ino=record.ino or 0,
+                       ino_generation=record.ino_generation or 0)
+            return True
+        if rtype == _R_COMM:
+            if record.misc & _MISC_COMM_EXEC:
+                self.comm(record.pid, exec=True)
+                return True
+            return False
+        if rtype == _R_FORK:
+            self.fork(record.pid, record.ppid)
+            return True
+        if rtype == _R_KSYMBOL:
+            if record.flags & _KSYMBOL_UNREGISTER:
+                self.ksymbols.pop(record.addr, None)
+            else:
+                self.ksymbols[record.addr] = (record.len, record.name)
+            self.ksymbols_generation += 1
+            return True
+        return False
 
     def fork(self, pid: int, ppid: int) -> None:
         """A PERF_RECORD_FORK: a new process gets a copy of its parent's maps;

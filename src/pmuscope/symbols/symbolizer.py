@@ -215,6 +215,20 @@ class Symbolizer:
         sym[rows] = np.where(local >= 0, local + base, -1)
         off[rows] = o
 
+    def _ksymbol_table(self) -> SymbolTable | None:
+        ks = self.maps.ksymbols
+        if not ks:
+            return None
+        gen = self.maps.ksymbols_generation
+        if getattr(self, "_ksym_gen", None) != gen:
+            addrs = sorted(ks)
+            self._ksym_table = SymbolTable.from_arrays(
+                np.array(addrs, dtype=np.uint64),
+                np.array([ks[a][0] for a in addrs], dtype=np.uint64),
+                [ks[a][1] for a in addrs], fixup_end=False)
+            self._ksym_gen = gen
+        return self._ksym_table
+
     def _resolve_kernel(self, rows, ips, dso, sym, off) -> None:
         ks = self.kernel
         u, inv = np.unique(ips[rows], return_inverse=True)
@@ -222,7 +236,25 @@ class Symbolizer:
         udso = np.full(len(u), self.dso_id(KERNEL_DSO), dtype=np.int32)
         usym = np.full(len(u), -1, dtype=np.int64)
         uoff = u.copy()
-        if ks is not None and not ks.addresses_hidden:
+        kst = self._ksymbol_table()
+        if kst is not None:
+            # BPF programs and trampolines announced by PERF_RECORD_KSYMBOL: perf
+            # names the DSO after the symbol (machine__process_ksymbol_register)
+            local, o = kst.lookup(u)
+            hit = np.flatnonzero(local >= 0)
+            if len(hit):
+                base = self._sym_base(kst, -1)
+                for k in hit:
+                    udso[k] = self.dso_id(kst.name(int(local[k])))
+                    usym[k] = base + int(local[k])
+                    uoff[k] = o[k]
+            rest = np.flatnonzero(local < 0)
+        else:
+            rest = np.arange(len(u))
+        if ks is not None and not ks.addresses_hidden and len(rest):
+            u = u[rest]
+            udso_all, usym_all, uoff_all = udso, usym, uoff
+            udso, usym, uoff = udso[rest], usym[rest], uoff[rest]
             for name, idx in ks.dso_of(u):
                 t = ks.tables.get(name)
                 d = self.dso_id(name)
@@ -230,6 +262,8 @@ class Symbolizer:
                     udso[idx] = d
                     continue
                 self._lookup_into(t, d, u[idx], idx, udso, usym, uoff)
+            udso_all[rest], usym_all[rest], uoff_all[rest] = udso, usym, uoff
+            udso, usym, uoff = udso_all, usym_all, uoff_all
         dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
 
     def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
