@@ -33,6 +33,9 @@ perf write them). A chunk never ends in the middle of a record.
     * :class:`UserRecord` — record types >= 64 that perf itself writes
       (FINISHED_ROUND, ID_INDEX, HEADER_ATTR, ...), passed through raw so the
       perf.data layer can act on them. Pass ``user_records=False`` to skip them.
+      PERF_RECORD_AUXTRACE is followed in perf.data by AUX bytes that its
+      header.size does not cover; the decoder skips them and hands them over
+      as ``UserRecord.payload``.
 
     Record types below 64 that this decoder does not know are skipped by their
     size and counted in ``stats.unknown`` (as perf does).

@@ -18,6 +18,7 @@ R = abi.PerfRecord
 _HDR = struct.Struct("<IHH")
 _SAMPLE = int(R.SAMPLE)
 _USER_START = abi.PERF_RECORD_USER_TYPE_START
+_AUXTRACE = int(R.AUXTRACE)
 
 Chunk = Union[bytes, bytearray, memoryview]
 
@@ -83,6 +84,17 @@ def _walk(buf: Chunk, base_offset: int) -> tuple[np.ndarray, np.ndarray, list[tu
             append_size(size)
         else:
             side.append((off, t, misc, size))
+            if t == _AUXTRACE:
+                # perf's PERF_RECORD_AUXTRACE is followed by u64 size bytes of
+                # AUX data that header.size does not cover (tools/perf/util/auxtrace.c)
+                if size < 16:
+                    raise _bad_size(base_offset + off, t, size, n - off)
+                (payload,) = struct.unpack_from("<Q", buf, off + 8)
+                if off + size + payload > n:
+                    raise errors.FormatError(
+                        f"PERF_RECORD_AUXTRACE at byte offset {base_offset + off}: its {payload}-byte AUX payload "
+                        f"runs past the end of the data ({n - off - size} bytes left)", offset=base_offset + off)
+                off += payload
         off += size
     return np.array(sample_offs, dtype=np.int64), np.array(sample_sizes, dtype=np.int64), side
 
@@ -111,6 +123,8 @@ def _walk_vectorized(buf: Chunk):
             return None
     heads = W[cand]
     types = (heads & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    if (types == _AUXTRACE).any():
+        return None  # its payload is not made of records: walk one by one
     is_sample = types == _SAMPLE
     offs = cand * 8
     sizes = size_w[cand] * 8
@@ -190,7 +204,11 @@ def decode(
         stats.count(t)
         if t >= _USER_START:
             if user_records:
-                yield UserRecord(base_offset + off, t, misc, bytes(buf[off : off + size]))
+                payload = None
+                if t == _AUXTRACE:
+                    (plen,) = struct.unpack_from("<Q", buf, off + 8)
+                    payload = bytes(buf[off + size : off + size + plen])
+                yield UserRecord(base_offset + off, t, misc, bytes(buf[off : off + size]), payload)
             continue
         rec = parse_sideband(buf, off, t, misc, size, attrs, base_offset)
         if rec is None:

@@ -342,12 +342,14 @@ class Read(Record):
 @dataclass(slots=True)
 class UserRecord:
     """A record type >= 64 (written by perf, not the kernel), passed through raw:
-    ``data`` is the whole record including its 8-byte header."""
+    ``data`` is the whole record including its 8-byte header; for
+    PERF_RECORD_AUXTRACE, ``payload`` holds the AUX bytes that follow it."""
 
     offset: int
     type: int
     misc: int
     data: bytes
+    payload: bytes | None = None
 
 
 @dataclass(slots=True)
