@@ -88,6 +88,18 @@ def test_stripped_libc_uses_separate_debug_file():
     assert "msort_with_tmp" in names or any(n.startswith("msort_with_tmp") for n in names)
 
 
+def test_vdso_function_of_this_process():
+    try:
+        vdso = ctypes.CDLL("linux-vdso.so.1")
+        addr = _fn_addr(vdso, "__vdso_clock_gettime")
+    except (OSError, AttributeError) as err:
+        pytest.skip(f"the vdso cannot be opened with dlopen here: {err}")
+    s = Symbolizer(use_proc_maps=True, kernel=False)
+    dso, name, off = s.resolve(os.getpid(), addr + 2)
+    assert dso == "[vdso]" and off == 2
+    assert name in ("__vdso_clock_gettime", "clock_gettime")
+
+
 # -- compiled programs, read through /proc/PID/maps ------------------------------------------------
 @pytest.mark.parametrize("prog", ["demo_pie", "demo_nopie", "demo_lib", "demo_stripped"])
 def test_running_program_functions_resolve(bins, prog):

@@ -160,7 +160,7 @@ def test_special_and_anon_mappings_without_perf_map(tmp_path):
     maps = Maps()
     maps.mmap2(11, 0x7FFF_0000_0000, 0x2000, 0, "[vdso]")
     maps.mmap2(11, 0x7E00_0000_0000, 0x10000, 0, "//anon")
-    s = Symbolizer(maps, kernel=False, tmp_dir=str(tmp_path))
+    s = Symbolizer(maps, kernel=False, tmp_dir=str(tmp_path), vdso=False)
     assert sym(s, 11, 0x7FFF_0000_0010) == ("[vdso]", "[unknown]", 0x10)
     assert sym(s, 11, 0x7E00_0000_0100)[:2] == ("//anon", "[unknown]")
 

@@ -11,13 +11,16 @@ per run, and each name is demangled once.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from .demangle import demangle as _demangle
-from .dso import DEFAULT_DEBUG_ROOT, DsoCache
+from ..errors import FormatError, ProcessGoneError
+from .dso import DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso
 from .kernel import KERNEL_DSO, KernelSymbols
 from .maps import AddressSpace, Mapping, Maps
 from .perfmap import PerfMap
@@ -61,13 +64,14 @@ class Symbolizer:
     file names (perf's ``--symfs``); ``debug_root`` is where separate debug
     files live; ``tmp_dir`` holds ``perf-PID.map`` JIT maps; ``kernel`` is a
     :class:`KernelSymbols` or None to read ``PROCFS_ROOT/kallsyms`` on first
-    use (False: no kernel symbols).
+    use (False: no kernel symbols). ``[vdso]`` addresses resolve against the
+    running kernel's vdso (``vdso=False`` turns that off).
     """
 
     def __init__(self, maps: Maps | None = None, *, kernel: KernelSymbols | None | bool = None,
                  procfs_root: str = "/proc", sysroot: str = "", debug_root: str = DEFAULT_DEBUG_ROOT,
                  buildid_dir: str | None = None, tmp_dir: str = "/tmp",
-                 use_proc_maps: bool = False, cache: DsoCache | None = None):
+                 use_proc_maps: bool = False, cache: DsoCache | None = None, vdso: bool = True):
         self.maps = maps if maps is not None else Maps()
         self.procfs_root = procfs_root
         self.sysroot = sysroot
@@ -88,6 +92,8 @@ class Symbolizer:
         self._next_sym = 0
         self._perf_maps: dict[int, PerfMap | None] = {}
         self._demangled: dict[int, str] = {}
+        self.vdso = vdso
+        self._vdso = False
 
     # -- string tables --------------------------------------------------------
     def dso_id(self, name: str) -> int:
@@ -158,6 +164,26 @@ class Symbolizer:
             pm = PerfMap.for_pid(pid, self.tmp_dir)
             self._perf_maps[pid] = pm if pm.exists() else None
         return self._perf_maps[pid]
+
+    def _vdso_dso(self):
+        """The vdso image of the running kernel, copied from this process's own
+        memory (perf does the same: the vdso is one image per kernel)."""
+        if self._vdso is not False:
+            return self._vdso
+        self._vdso = None
+        try:
+            space = AddressSpace.from_proc_maps("self", self.procfs_root)
+            m = next((x for x in space if x.filename == "[vdso]"), None)
+            if m is None:
+                return None
+            image = ctypes.string_at(m.start, m.len)
+            with tempfile.NamedTemporaryFile(prefix="pmuscope-vdso-", suffix=".so") as f:
+                f.write(image)
+                f.flush()
+                self._vdso = load_elf_dso(f.name, debug_root="/nonexistent")
+        except (OSError, FormatError, ProcessGoneError, ValueError):
+            self._vdso = None
+        return self._vdso
 
     def _space(self, pid: int) -> AddressSpace | None:
         s = self.maps.spaces.get(pid)
@@ -295,6 +321,12 @@ class Symbolizer:
                 udso[sel] = self.dso_id(m.filename or "//anon")
             return
         fileoff = addrs - np.uint64(m.start) + np.uint64(m.pgoff)
+        if m.filename == "[vdso]" and self.vdso:
+            vd = self._vdso_dso()
+            if vd is not None:
+                self._lookup_into(vd.table, self.dso_id("[vdso]"), vd.file_offset_to_vaddr(
+                    addrs - np.uint64(m.start)), sel, udso, usym, uoff)
+                return
         if m.is_special:  # [vdso], [heap], [stack]: no file to read symbols from
             udso[sel] = self.dso_id(m.filename)
             uoff[sel] = addrs - np.uint64(m.start)
