@@ -20,3 +20,4 @@ from .errors import (  # noqa: E402
 
 from .counting import count, Counter, Counts, EventCount, Workload  # noqa: E402
 from .counting.monitor import monitor, Monitor  # noqa: E402
+from .symbols import Symbolizer  # noqa: E402
