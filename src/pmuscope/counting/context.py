@@ -614,6 +614,7 @@ class ContextSampler:
         self.hwmon = HwmonReader(sysfs) if hwmon else None
         self.powercap = PowercapReader(sysfs) if powercap else None
         self._freq_khz = np.empty(len(self.cpus))
+        self._last_util = np.full(len(self.cpus), np.nan)
         if self.procstat is not None:
             self.procstat.utilization()  # prime the first delta
 
@@ -629,18 +630,25 @@ class ContextSampler:
     def governors(self) -> list[str]:
         return self.freq.governors if self.freq is not None else [""] * len(self.cpus)
 
-    def sample(self) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-        """(freq_mhz[ncpus], util[ncpus], {machine column: value})."""
+    def sample(self, util: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        """(freq_mhz[ncpus], util[ncpus], {machine column: value}). With
+        ``util=False`` /proc/stat is not read and the last utilization is
+        returned again."""
         if self.freq is not None:
             freq = self.freq.read_khz(self._freq_khz) / 1000.0
         else:
             freq = np.full(len(self.cpus), np.nan)
-        util = self.procstat.utilization() if self.procstat is not None else np.full(len(self.cpus), np.nan)
+        if not util:
+            util_v = self._last_util
+        elif self.procstat is not None:
+            util_v = self._last_util = self.procstat.utilization()
+        else:
+            util_v = self._last_util
         machine: dict[str, float] = {}
         for src in (self.thermal, self.hwmon, self.powercap):
             if src is not None:
                 machine.update(src.read())
-        return freq, util, machine
+        return freq, util_v, machine
 
     def close(self) -> None:
         for src in (self.freq, self.procstat, self.thermal, self.hwmon, self.powercap):

@@ -15,12 +15,16 @@ every CPU:
   TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`` into a preallocated buffer;
   deltas, scaling and context columns are computed with numpy once per
   chunk, off the sampling thread.
-- **Context at its own period.** cpufreq, /proc/stat utilization, thermal,
-  hwmon and powercap are read every ``context_ms`` (default: the interval,
-  at least 10 ms): /proc/stat moves in scheduler ticks and
-  ``scaling_cur_freq`` is refreshed by the governor every few ms, so reading
-  them each millisecond would cost time and add no information. Rows in
-  between carry the latest values.
+- **Context at its own period.** cpufreq, thermal, hwmon and powercap are
+  read every ``context_ms`` (default: the interval, at least 10 ms;
+  ``scaling_cur_freq`` is refreshed by the governor every few ms) and
+  /proc/stat utilization every ``util_ms`` (default: at least 100 ms: it
+  moves in scheduler ticks, and the kernel formats every IRQ's count on each
+  read, tens of µs). Rows in between carry the latest values.
+- **Real-time priority when allowed.** With intervals under 10 ms the
+  sampling thread asks for SCHED_FIFO priority 1 (``realtime=None``, the
+  default; ``True`` requires it, ``False`` never): on a loaded machine a
+  normal thread waits behind others and its intervals go late.
 
 Columns: ``timestamp`` (ns, CLOCK_MONOTONIC, at the end of the interval),
 ``interval_ms``, ``cpu`` or ``tid``, one column per event (delta scaled by
@@ -402,6 +406,8 @@ class Monitor:
         group: bool = True,
         context: bool = True,
         context_ms: float | None = None,
+        util_ms: float | None = None,
+        realtime: bool | None = None,
         power: bool = True,
         late_tolerance_ms: float | None = None,
         chunk_intervals: int | None = None,
@@ -447,6 +453,12 @@ class Monitor:
         self.context = context and not self.per_thread
         ctx_ms = context_ms if context_ms is not None else max(interval_ms, 10.0)
         self.context_every = max(1, int(round(ctx_ms / interval_ms)))
+        u_ms = util_ms if util_ms is not None else max(interval_ms, 100.0)
+        #: /proc/stat is read at every util_every-th context sample
+        self.util_every = max(1, int(round(u_ms / (self.context_every * interval_ms))))
+        self.realtime = realtime
+        #: whether the sampling thread ran SCHED_FIFO
+        self.realtime_used = False
         tol = late_tolerance_ms * 1e6 if late_tolerance_ms is not None else None
         self.tolerance_ns = int(tol) if tol is not None else None
         if chunk_intervals is None:
@@ -591,9 +603,22 @@ class Monitor:
             os.readv(slot.fd.fd, [mv[slot.offset * 8 : (slot.offset + slot.nwords) * 8]])
         return np.frombuffer(buf, dtype=np.uint64).copy()
 
-    def _sample_context(self) -> tuple:
-        freq, util, machine = self._ctx.sample()  # type: ignore[union-attr]
-        return freq.copy(), util, machine
+    def _sample_context(self, util: bool = True) -> tuple:
+        freq, u, machine = self._ctx.sample(util=util)  # type: ignore[union-attr]
+        return freq.copy(), u, machine
+
+    def _set_realtime(self) -> None:
+        want = self.realtime if self.realtime is not None else self.interval_ns < 10_000_000
+        if not want:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread
+            self.realtime_used = True
+        except (OSError, AttributeError) as err:
+            if self.realtime:
+                raise PmuscopeError(
+                    f"cannot give the sampling thread SCHED_FIFO priority ({err}); run as root or with CAP_SYS_NICE, or pass realtime=False"
+                ) from err
 
     def _sampler(self) -> None:
         try:
@@ -608,6 +633,7 @@ class Monitor:
         # interval; the IntervalScheduler logic is inlined (same arithmetic)
         # to save a method call and an object per tick.
         set_timer_slack(1000)
+        self._set_realtime()
         cpu0 = time.thread_time()
         interval = self.interval_ns
         tolerance = self.tolerance_ns if self.tolerance_ns is not None else max(interval // 10, 20_000)
@@ -617,6 +643,8 @@ class Monitor:
         stop = self._stop
         remaining = self.count if self.count is not None else -1
         ctx_every = self.context_every if self.context else 0
+        util_every = self.util_every
+        n_ctx = 0
         pid_stat = os.path.join(self.procfs, str(self.pid), "stat") if self.per_thread else None
         alive_every = max(1, int(100_000_000 // interval))  # look for the process' exit every ~100 ms
         chunk_n = self.chunk_intervals
@@ -643,7 +671,8 @@ class Monitor:
                 skipped.append(skip)
                 i += 1
                 if ctx_every and k // ctx_every != (k - 1 - skip) // ctx_every:
-                    ctx.append((i - 1, *self._sample_context()))
+                    n_ctx += 1
+                    ctx.append((i - 1, *self._sample_context(n_ctx % util_every == 0)))
                 k += 1 + skip
                 remaining -= 1
                 if remaining == 0 or stop.is_set():
