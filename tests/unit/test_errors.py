@@ -229,7 +229,7 @@ def test_enospc_breakpoint():
 
 def test_e2big_and_eoverflow(procfs):
     e = error_from_errno(errno.E2BIG, attr(**TASK_CLOCK), event="task-clock")
-    assert type(e) is E.InvalidAttrError and e.field == "size" and f"size {abi.perf_event_attr().size}" in str(e)
+    assert type(e) is E.InvalidAttrError and e.field == "size" and f"knows {abi.perf_event_attr().size} bytes" in str(e)
     a = attr(**TASK_CLOCK, sample_period=1, sample_type=abi.PERF_SAMPLE_CALLCHAIN, sample_max_stack=500)
     e = error_from_errno(errno.EOVERFLOW, a, event="task-clock", procfs=procfs(2, perf_event_max_stack=127))
     assert e.field == "sample_max_stack" and "sample_max_stack=500 exceeds kernel.perf_event_max_stack=127" in str(e)

@@ -422,10 +422,12 @@ def error_from_errno(
             f"{name}: no free {what} left (ENOSPC); close other breakpoints/events on this task or CPU", **common
         )
     if err == errno.E2BIG:
+        # perf_copy_attr() writes its own sizeof(perf_event_attr) back into attr.size
         return errors.InvalidAttrError(
-            f"the kernel does not accept perf_event_attr of size {attr.size} for {name} (E2BIG): the kernel is older "
-            f"than this attr and a field it does not know is non-zero",
+            f"{name}: the kernel rejected the perf_event_attr size (E2BIG): it knows {attr.size} bytes of it and a "
+            f"field beyond that is non-zero, i.e. a feature newer than this kernel was requested; leave it unset",
             field="size",
+            kernel_attr_size=int(attr.size),
             **common,
         )
     if err == errno.EOVERFLOW:
@@ -566,6 +568,8 @@ _HINTS = {
     "exclude_host": "the PMU cannot separate guest and host execution",
     "exclude_hv": "the PMU cannot filter hypervisor mode",
     "exclude_idle": "the PMU cannot filter idle",
+    "exclude_kernel": "this PMU counts every privilege level at once (no exclude_* filtering; drop :u/:k)",
+    "exclude_user": "this PMU counts every privilege level at once (no exclude_* filtering; drop :u/:k)",
     "sigtrap": "sigtrap requires remove_on_exec=1 (and a task, not a CPU-wide event)",
     "aux_output": "aux_output needs a PMU with an AUX area (intel_pt) as group leader",
     "branch_sample_type": "branch sampling (PERF_SAMPLE_BRANCH_STACK) needs LBR/BRBE hardware",
@@ -648,6 +652,8 @@ _PROBE_FIELDS = (
     "exclude_host",
     "exclude_hv",
     "exclude_idle",
+    "exclude_kernel",
+    "exclude_user",
     "exclude_callchain_kernel",
     "exclude_callchain_user",
     "exclusive",
