@@ -17,14 +17,25 @@ on this kind of file on the development VM (default fields + call chains, with
 symbolization; see the perf reference notes, section 5b) — decoding is only
 its first stage.
 
-    python benchmarks/bench_decode.py [--samples N] [--rounds R]
+With Linux ``perf`` installed it also records a real file (``perf record -F
+10000 -g -e cpu-clock`` of a busy Python loop, or ``--perf-file FILE``) and
+times, in the same run, ``perf script`` (default output, and ``-F
+ip,tid,time,period`` which skips most formatting) against
+``pmuscope.records.decode`` of that file's data section.
+
+    python benchmarks/bench_decode.py [--samples N] [--rounds R] [--perf-file F | --no-perf]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
 import struct
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -98,10 +109,91 @@ def columnar(chunks: list[bytes], table: AttrTable) -> int:
     return n
 
 
+def read_perf_data(path: str) -> tuple[AttrTable, bytes, int]:
+    """Attrs and data section of a file-mode perf.data (just enough header)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, _hsize, attr_size = struct.unpack_from("<8sQQ", data, 0)
+    if magic != b"PERFILE2":
+        raise SystemExit(f"{path}: not a little-endian file-mode perf.data")
+    a_off, a_size, d_off, d_size = struct.unpack_from("<QQQQ", data, 24)
+    entries = []
+    for i in range(a_size // attr_size):
+        base = a_off + i * attr_size
+        raw = data[base : base + attr_size - 16]
+        attr = abi.attr_from_bytes(raw, struct.unpack_from("<I", raw, 4)[0] or len(raw))
+        ids_off, ids_size = struct.unpack_from("<QQ", data, base + attr_size - 16)
+        entries.append((attr, list(struct.unpack_from(f"<{ids_size // 8}Q", data, ids_off))))
+    return AttrTable(entries), data[d_off : d_off + d_size], d_off
+
+
+def bench_real_file(path: str, rounds: int) -> None:
+    table, data, base = read_perf_data(path)
+    chunk = 1 << 20
+    # split at record boundaries into ~1 MiB chunks, as a reader streaming the file would
+    pieces, off, start = [], 0, 0
+    hdr = struct.Struct("<IHH")
+    while off < len(data):
+        size = hdr.unpack_from(data, off)[2]
+        if off + size - start > chunk:
+            pieces.append((base + start, data[start:off]))
+            start = off
+        off += size
+    pieces.append((base + start, data[start:]))
+
+    def ours() -> int:
+        stats = DecodeStats()
+        for b, piece in pieces:
+            for _ in decode(piece, table, base_offset=b, stats=stats):
+                pass
+        return stats.samples
+
+    n = ours()
+    env = dict(os.environ, LC_ALL="C")
+
+    def perf_script(*extra: str) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(["perf", "script", "-i", path, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=True, env=env)
+        return time.perf_counter() - t0
+
+    t_ours, t_ps, t_psf = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        ours()
+        t_ours.append(time.perf_counter() - t0)
+        t_ps.append(perf_script())
+        t_psf.append(perf_script("-F", "ip,tid,time,period"))
+    o, p, pf = (statistics.median(x) for x in (t_ours, t_ps, t_psf))
+    print(f"\nreal file {path}: {n} samples, {len(data) / 1e6:.1f} MB data section, {len(data) / max(n, 1):.0f} bytes/sample")
+    print(f"pmuscope.records.decode:             {n / o / 1e6:6.2f} M samples/s  ({o * 1e3:7.1f} ms)")
+    print(f"perf script (default, same run):     {n / p / 1e6:6.2f} M samples/s  ({p * 1e3:7.1f} ms)  -> decode is {p / o:5.1f}x faster")
+    print(f"perf script -F ip,tid,time,period:   {n / pf / 1e6:6.2f} M samples/s  ({pf * 1e3:7.1f} ms)  -> decode is {pf / o:5.1f}x faster")
+    print("(perf script also symbolizes and formats text; this compares the decode stage only)")
+
+
+def record_real_file(seconds: float) -> str | None:
+    if shutil.which("perf") is None:
+        print("\n(no perf binary: skipping the real-file comparison)")
+        return None
+    path = os.path.join(tempfile.mkdtemp(prefix="pmuscope-bench-"), "perf.data")
+    cmd = ["perf", "record", "-q", "-F", "10000", "-g", "-e", "cpu-clock", "-o", path, "--",
+           sys.executable, "-m", "pmuscope.workloads", "busy", str(seconds)]
+    print(f"\nrecording {' '.join(cmd[:9])} ... busy {seconds}")
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0 or not os.path.exists(path):
+        print(f"(perf record failed: {r.stderr.strip()[:200]}; skipping the real-file comparison)")
+        return None
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=150_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--perf-file", help="a file-mode perf.data to compare against perf script")
+    ap.add_argument("--no-perf", action="store_true", help="skip the real perf.data comparison")
+    ap.add_argument("--record-seconds", type=float, default=22.0, help="length of the recorded workload (~7k samples/s on the VM)")
     args = ap.parse_args()
     chunks, n = build(args.samples)
     table = AttrTable([(abi.perf_event_attr(sample_type=SAMPLE_TYPE), [])], ["cpu-clock"])
@@ -121,6 +213,14 @@ def main() -> None:
     print(f"naive per-record struct loop:       {n / nav / 1e6:6.2f} M samples/s  ({nav * 1e3:6.1f} ms)")
     print(f"ratio columnar / naive:             {nav / col:6.2f}x")
     print(f"vs perf script's ~0.25-0.30 M samples/s here (reference notes 5b): {n / col / 0.275e6:5.1f}x")
+    if not args.no_perf:
+        path = args.perf_file or record_real_file(args.record_seconds)
+        if path:
+            try:
+                bench_real_file(path, max(3, args.rounds // 2 + 1))
+            finally:
+                if not args.perf_file:
+                    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 if __name__ == "__main__":
