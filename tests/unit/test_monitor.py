@@ -97,20 +97,13 @@ def test_plan_groups(data_dir):
     assert mm.plan_groups(braced, True, sysfs) == [[0, 1], [2]]
 
 
-def test_basic_events(data_dir):
-    sysfs = str(data_dir / "dvfs/sys")
-    cyc = mm._basic_event("cycles:u", sysfs)
-    assert (cyc.attr.type, cyc.attr.config, cyc.attr.exclude_kernel, cyc.attr.exclude_user) == (0, 0, 1, 0)
-    cs = mm._basic_event("cs", sysfs)
-    assert (cs.attr.type, cs.attr.config) == (1, 3)
-    pkg = mm._basic_event("power/energy-pkg/", sysfs)
-    assert (pkg.attr.type, pkg.attr.config, pkg.unit, pkg.cpus) == (23, 2, "Joules", [0])
-    assert pkg.scale == pytest.approx(2.3283064365386962890625e-10)
-    with pytest.raises(PmuscopeError, match="unknown event"):
-        mm._basic_event("no-such-event", sysfs)
-    with pytest.raises(PmuscopeError, match="no PMU"):
-        mm._basic_event("power/energy-gpu/", sysfs)
-    assert mm._split_events("cycles,power/energy-pkg/,cs") == ["cycles", "power/energy-pkg/", "cs"]
+def test_resolve_events_uses_perf_grammar(data_dir):
+    specs = mm.resolve_events("cycles:u,{task-clock,cs}", sysfs=str(data_dir / "dvfs/sys"))
+    assert [(s.name, s.group, s.attr.type, s.attr.config) for s in specs] == [
+        ("cycles:u", None, 0, 0), ("task-clock", 0, 1, 1), ("cs", 0, 1, 3)]
+    assert specs[0].attr.exclude_kernel == 1
+    with pytest.raises(PmuscopeError, match="no-such-event"):
+        mm.resolve_events("no-such-event")
 
 
 def test_resolve_events_rejects_duplicates_and_empty():

@@ -41,7 +41,6 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import PmuscopeError, ProcessGoneError, require
+from ..events import parse_events
 from ..events.spec import EventSpec
 from ..kernel import abi
 from ..kernel.syscall import PerfEventFd
@@ -180,86 +180,10 @@ class IntervalScheduler:
 
 # --------------------------------------------------------------------------- events
 
-_GENERIC_HW = {
-    "cycles": 0, "cpu-cycles": 0, "instructions": 1, "cache-references": 2, "cache-misses": 3,
-    "branches": 4, "branch-instructions": 4, "branch-misses": 5, "bus-cycles": 6,
-    "stalled-cycles-frontend": 7, "idle-cycles-frontend": 7, "stalled-cycles-backend": 8,
-    "idle-cycles-backend": 8, "ref-cycles": 9,
-}  # fmt: skip
-_GENERIC_SW = {
-    "cpu-clock": 0, "task-clock": 1, "page-faults": 2, "faults": 2, "context-switches": 3, "cs": 3,
-    "cpu-migrations": 4, "migrations": 4, "minor-faults": 5, "major-faults": 6, "alignment-faults": 7,
-    "emulation-faults": 8, "dummy": 9, "bpf-output": 10, "cgroup-switches": 11,
-}  # fmt: skip
-
-
-def _split_events(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "{/":
-            depth += 1 if ch == "{" else 0
-        if ch == "}":
-            depth -= 1
-        if ch == "," and depth == 0 and cur.count("/") % 2 == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return [e.strip() for e in out if e.strip()]
-
-
-def _basic_event(text: str, sysfs: str = "/sys") -> EventSpec:
-    """Resolve generic hardware/software names and ``pmu/event/`` sysfs
-    aliases with ``:u``/``:k`` modifiers (used until/unless the full event
-    grammar is importable)."""
-    name, _, mods = text.partition(":") if not text.endswith("/") and ":" in text.rsplit("/", 1)[-1] else (text, "", "")
-    attr = abi.perf_event_attr()
-    scale, unit, pmu, cpus = 1.0, "", None, None
-    m = re.fullmatch(r"([\w.-]+)/([\w.-]+)/", name)
-    if name in _GENERIC_HW:
-        attr.type, attr.config = abi.PERF_TYPE_HARDWARE, _GENERIC_HW[name]
-    elif name in _GENERIC_SW:
-        attr.type, attr.config, pmu = abi.PERF_TYPE_SOFTWARE, _GENERIC_SW[name], "software"
-    elif m:
-        from .context import _parse_event_config, _read_int, _read_text
-
-        pmu, ev = m.group(1), m.group(2)
-        base = os.path.join(sysfs, "bus/event_source/devices", pmu)
-        ptype = _read_int(os.path.join(base, "type"))
-        alias = _read_text(os.path.join(base, "events", ev))
-        if ptype is None or alias is None:
-            raise PmuscopeError(f"unknown event {text!r}: no PMU {pmu!r} with event {ev!r} in {base}")
-        formats: dict[str, tuple[str, int, int]] = {}
-        for fname in os.listdir(os.path.join(base, "format")) if os.path.isdir(os.path.join(base, "format")) else []:
-            fm = re.fullmatch(r"(config\d?):(\d+)(?:-(\d+))?", _read_text(os.path.join(base, "format", fname)) or "")
-            if fm:
-                formats[fname] = (fm.group(1), int(fm.group(2)), int(fm.group(3) or fm.group(2)))
-        attr.type, attr.config = ptype, _parse_event_config(alias, formats)
-        s = _read_text(os.path.join(base, "events", f"{ev}.scale"))
-        scale = float(s) if s else 1.0
-        unit = _read_text(os.path.join(base, "events", f"{ev}.unit")) or ""
-        cm = _read_text(os.path.join(base, "cpumask"))
-        cpus = parse_cpu_list(cm) if cm else None
-    else:
-        raise PmuscopeError(f"unknown event {text!r}: `pmuscope list` shows the events of this machine")
-    for ch in mods:
-        if ch == "u":
-            attr.exclude_kernel, attr.exclude_hv = 1, 1
-        elif ch == "k":
-            attr.exclude_user, attr.exclude_hv = 1, 1
-        elif ch == "h":
-            attr.exclude_user, attr.exclude_kernel = 1, 1
-        else:
-            raise PmuscopeError(f"event {text!r}: modifier {ch!r} is not supported here (u, k, h)")
-    return EventSpec(name=text, attr=attr, pmu=pmu, scale=scale, unit=unit, modifiers=mods, text=text, cpus=cpus)
-
-
 def resolve_events(events: str | Sequence[str | EventSpec], sysfs: str = "/sys") -> list[EventSpec]:
     """Event strings (``"cycles,instructions"``, ``["{cycles,instructions}", ...]``)
-    or EventSpecs → EventSpecs. Uses the full event grammar
-    (``pmuscope.events.parse_events``) when available."""
+    or EventSpecs → EventSpecs, with perf's event grammar
+    (:func:`pmuscope.events.parse_events`)."""
     if isinstance(events, str):
         events = [events]
     specs: list[EventSpec] = []
@@ -270,16 +194,7 @@ def resolve_events(events: str | Sequence[str | EventSpec], sysfs: str = "/sys")
         else:
             texts.append(ev)
     if texts:
-        joined = ",".join(texts)
-        parse = None
-        try:
-            from ..events import parse_events as parse  # type: ignore[attr-defined]
-        except ImportError:
-            parse = None
-        if parse is not None:
-            specs.extend(parse(joined))
-        else:
-            specs.extend(_basic_event(t, sysfs) for t in _split_events(joined.replace("{", "").replace("}", "")))
+        specs.extend(parse_events(",".join(texts), sysfs_root=sysfs))
     if not specs:
         raise PmuscopeError("no events given: pass -e EVENT[,EVENT...] (e.g. -e cycles,instructions)")
     names = [s.name for s in specs]
