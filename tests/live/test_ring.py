@@ -205,3 +205,21 @@ def test_aux_area_on_an_event_without_aux_is_a_clear_error():
     with PerfEventFd(attr, pid=0, cpu=-1, event="cpu-clock") as fd:
         with pytest.raises(PmuscopeError, match="AUX area"):
             RingBuffer(fd, pages=4, aux_pages=4)
+
+
+def test_wakeup_watermark_poll():
+    attr = cpu_clock(period_ns=100_000, watermark=1, wakeup_watermark=8192)
+    with PerfEventFd(attr, pid=0, cpu=-1, event="cpu-clock") as fd:
+        ring = RingBuffer(fd, pages=16)
+        assert ring.poll(timeout=0) == 0  # nothing written yet
+        fd.enable()
+        busy(0.01)  # ~100 samples x 40 bytes: below the 8 KiB watermark
+        early = ring.poll(timeout=0)
+        written_early = ring.available()
+        busy(0.3)
+        late = ring.poll(timeout=2.0)
+        fd.disable()
+        avail = ring.available()
+        ring.close()
+    assert written_early < 8192 and not early & select.POLLIN
+    assert late & select.POLLIN and avail >= 8192

@@ -258,7 +258,14 @@ class RingBuffer:
         return taken
 
     def _scan_lost(self, chunk: bytes) -> None:
-        off, n = 0, len(chunk)
+        n = len(chunk)
+        if n % 8 == 0 and n:
+            # cheap pre-check: any word that could be a LOST/LOST_SAMPLES header?
+            W = np.frombuffer(chunk, dtype="<u8")
+            t = W & np.uint64(0xFFFFFFFF)
+            if not ((t == abi.PERF_RECORD_LOST) | (t == abi.PERF_RECORD_LOST_SAMPLES)).any():
+                return
+        off = 0
         unpack = _HDR.unpack_from
         while off + 8 <= n:
             t, _misc, size = unpack(chunk, off)

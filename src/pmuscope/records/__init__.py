@@ -9,8 +9,16 @@ Everything that produces records — a live ring buffer
 file, a pipe-mode stream — hands this package **chunks**: ``bytes``,
 ``bytearray`` or ``memoryview`` objects holding zero or more *whole* records
 back to back, each starting with ``struct perf_event_header {u32 type; u16
-misc; u16 size}`` (native byte order, sizes multiples of 8 as the kernel and
-perf write them). A chunk never ends in the middle of a record.
+misc; u16 size}`` (little-endian, sizes multiples of 8 as the kernel and perf
+write them; a reader of a big-endian perf.data must byte-swap first). A chunk
+never ends in the middle of a record. Chunks may be split anywhere between
+records; ``decode`` keeps no state between chunks except ``stats``.
+
+Decoding is columnar: record boundaries are found without a Python loop per
+record when possible (candidate headers chained in numpy), every sample field
+is gathered with numpy fancy indexing, and only side-band records — rare —
+become Python objects. Samples whose payloads are not 8-byte padded fall back
+to a ``struct`` loop (:func:`parse_sample`) with the same result.
 
 ``decode(buf, attrs, *, base_offset=0, stats=None)``
     yields the chunk's items **in record order**:
