@@ -57,3 +57,31 @@ def stat_defaults(spec: EventSpec, *, enable_on_exec: bool = True, inherit: bool
         enable_on_exec=enable_on_exec and not spec.extra.get("tool"),
         inherit=inherit,
     )
+
+
+def open_fallbacks(attr: perf_event_attr, errno_name: str) -> list[tuple[str, perf_event_attr]]:
+    """The attrs perf retries with after ``perf_event_open`` fails with
+    ``errno_name`` (``"EINVAL"``, ``"EACCES"``, ``"EOPNOTSUPP"`` ...), each with
+    a note saying what was given up, in perf's order
+    (``evsel__detect_missing_features`` / ``evsel__fallback`` in tools/perf/util/evsel.c):
+
+    - EINVAL with exclude_guest/exclude_host set: retry without them (PMUs
+      such as ``msr`` cannot tell guest from host);
+    - EOPNOTSUPP/EINVAL with precise_ip: lower precise_ip one step at a time;
+    - EACCES/EPERM without exclude_kernel: retry user-space only (``:u``).
+    """
+    out: list[tuple[str, perf_event_attr]] = []
+    if errno_name == "EINVAL" and (attr.exclude_guest or attr.exclude_host):
+        new = attr.copy()
+        new.exclude_guest = new.exclude_host = 0
+        out.append(("counted without exclude_guest (this PMU cannot separate guest and host)", new))
+    if errno_name in ("EOPNOTSUPP", "EINVAL") and attr.precise_ip:
+        for level in range(attr.precise_ip - 1, -1, -1):
+            new = attr.copy()
+            new.precise_ip = level
+            out.append((f"precise_ip lowered to {level}", new))
+    if errno_name in ("EACCES", "EPERM") and not attr.exclude_kernel:
+        new = attr.copy()
+        new.exclude_kernel = new.exclude_hv = 1
+        out.append(("user space only (:u) at this perf_event_paranoid level", new))
+    return out

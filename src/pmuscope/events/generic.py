@@ -155,9 +155,8 @@ def cache_event_names() -> list[tuple[str, int, str]]:
             if not CACHE_VALID_OPS[cache] >> op & 1:
                 continue
             for result, res_names in enumerate(CACHE_RESULTS):
-                suffix = "s" if not op_names[0].endswith("s") else ""
                 if result == 0:
-                    name = f"{names[0]}-{op_names[0]}{suffix}"
+                    name = f"{names[0]}-{op_names[1]}"  # the plural spelling: loads, stores, prefetches
                     what = "accesses"
                 else:
                     name = f"{names[0]}-{op_names[0]}-misses"
