@@ -21,3 +21,4 @@ from .errors import (  # noqa: E402
 from .counting import count, Counter, Counts, EventCount, Workload  # noqa: E402
 from .counting.monitor import monitor, Monitor  # noqa: E402
 from .symbols import Symbolizer  # noqa: E402
+from .events import EventSpec, parse_events, apply_counting_defaults, stat_defaults  # noqa: E402
