@@ -337,7 +337,21 @@ def _count_open_fds() -> int | None:
     try:
         return len(os.listdir("/proc/self/fd")) - 1  # minus the listing's own fd
     except OSError:
+        pass
+    # no fd left to list /proc/self/fd with (EMFILE): probe each descriptor
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY or soft > 65536:
         return None
+    count = 0
+    for fd in range(soft):
+        try:
+            os.fstat(fd)
+            count += 1
+        except OSError:
+            pass
+    return count
 
 
 def _pid_owner(pid: int, procfs: str) -> int | None:
