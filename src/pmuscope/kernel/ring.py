@@ -263,7 +263,9 @@ class RingBuffer:
             # cheap pre-check: any word that could be a LOST/LOST_SAMPLES header?
             W = np.frombuffer(chunk, dtype="<u8")
             t = W & np.uint64(0xFFFFFFFF)
-            if not ((t == abi.PERF_RECORD_LOST) | (t == abi.PERF_RECORD_LOST_SAMPLES)).any():
+            size = W >> np.uint64(48)
+            maybe = ((t == abi.PERF_RECORD_LOST) | (t == abi.PERF_RECORD_LOST_SAMPLES)) & (size >= 16) & (size <= 128)
+            if not maybe.any():
                 return
         off = 0
         unpack = _HDR.unpack_from
