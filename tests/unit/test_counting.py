@@ -256,3 +256,24 @@ def test_to_dataframe(monkeypatch):
     df = c.last.to_dataframe()
     assert list(df["cpu"]) == [0, 1] and list(df["scaled"]) == [2.0, 4.0]
     assert c.last.to_dataframe(by="event")["scaled"].iloc[0] == 6.0
+
+
+def test_python_and_numpy_aggregation_agree(monkeypatch):
+    from pmuscope.counting import results
+
+    vals = {}
+    for cpu in (0, 1, 2):
+        vals[("cycles", cpu, -1)] = (1000 + cpu, 900, 300 * cpu)  # cpu0 never ran
+        vals[("instructions", cpu, -1)] = (7 * cpu, 900, 300 * cpu)
+        vals[("page-faults", cpu, -1)] = (5, 100, 100)
+    FakeKernel(monkeypatch, vals)
+    c = count([hw("cycles", 0, 0, True), hw("instructions", 1, 0), sw("page-faults", 2)], cpus=[0, 1, 2])
+    c.start()
+    raws = c.read_raw()
+    small = Counts(c.layout, raws, 10, 0)
+    monkeypatch.setattr(results, "_PY_CELLS", 0)
+    big = Counts(c.layout, raws, 10, 0)
+    assert list(small) == list(big)
+    assert small["cycles"].scaled == pytest.approx(1001 * 3 + 1002 * 1.5)  # cpu0 run=0 adds nothing
+    assert small["cycles"].counted and small["cycles"].time_running == 900
+    c.close()

@@ -322,11 +322,9 @@ def _interval_loop(counter, stopper, printer, args, aggr, topology, comms, t0) -
     prev = counter.read()
     k = 0
     done = False
-    while not done:
-        k += 1
-        deadline = t0 + k * interval_ns
-        timeout = max(deadline - time.monotonic_ns(), 0) / 1e9
-        done = stopper.finished(timeout)
+
+    def emit():
+        nonlocal prev
         now = counter.read()
         delta = now - prev
         prev = now
@@ -335,5 +333,16 @@ def _interval_loop(counter, stopper, printer, args, aggr, topology, comms, t0) -
             groups = [((comms.get(key, "?"), key), nr, evs) for key, nr, evs in groups]
         printer.print_block(groups, delta.elapsed_ns, ts=(now.timestamp_ns - t0) / 1e9)
         printer.out.flush()
+
+    while not done:
+        k += 1
+        deadline = t0 + k * interval_ns
+        timeout = max(deadline - time.monotonic_ns(), 0) / 1e9
+        try:
+            done = stopper.finished(timeout)
+        except KeyboardInterrupt:
+            emit()  # Ctrl-C: the partial last interval, as perf does
+            raise
+        emit()
         if args.interval_count and k >= args.interval_count:
             break

@@ -6,7 +6,8 @@ Public API (names kept stable)::
           *, command=None, workload=None, system_wide=False,
           tolerate_unsupported=False) -> Counter
 
-    Counter.start() / stop() / reset() / read() -> Counts / read_raw() / close() / wait()
+    Counter.start() / stop() / reset() / read() -> Counts / close() / wait()
+    Counter.read_raw() -> [bytes per read unit]   (the leanest read; decode with Counts or _read_plan[i][2])
     with count("task-clock,{cycles,instructions}") as c: ...   # c.last: final Counts
 
     Counts["cycles"] -> EventCount(name, value, time_enabled, time_running,

@@ -157,6 +157,10 @@ def _parse(events: str | EventSpec | Iterable[str | EventSpec]) -> list[EventSpe
     return out
 
 
+def _closed_reader():
+    raise errors.PmuscopeError("the counter is closed (or was never opened): call start() first")
+
+
 class Counter:
     """A counting session over events × CPUs × threads.
 
@@ -253,6 +257,8 @@ class Counter:
             self.evsels.append(ev)
         self._is_group = [len(g) > 1 or g[0].spec.group is not None for g in self.groups]
         self._units: list[tuple] = []
+        self._read_plan: tuple = ()
+        self._reader = _closed_reader
         self._leader_fds: list[int] = []
         self._opened = False
         self._enabled = False
@@ -382,7 +388,21 @@ class Counter:
                     units.append((fd, st.size, st.unpack, gi, ci, ti))
                     leader_fds.append(fd)
         self._units = units
-        self._read_plan = [(fd, size, unpack) for fd, size, unpack, *_ in units]
+        self._read_plan = plan = tuple((fd, size, unpack) for fd, size, unpack, *_ in units)
+        # the read path only reads: the bytes are decoded later (Counts.data), all at once
+        if len(plan) == 1:
+            ((fd0, size0, _),) = plan
+
+            def reader():
+                return [_read(fd0, size0)]
+        else:
+            fds = tuple((fd, size) for fd, size, _ in plan)
+
+            def reader():
+                read = _read
+                return [read(fd, size) for fd, size in fds]
+
+        self._reader = reader
         self._leader_fds = leader_fds
         self._unit_index = [(gi, ci, ti) for _, _, _, gi, ci, ti in units]
         self._members = [[ev.index for ev in g if ev.supported] for g in self.groups]
@@ -408,7 +428,8 @@ class Counter:
         self._close_fds()
         self._opened = False
         self._units = []
-        self._read_plan = []
+        self._read_plan = ()
+        self._reader = _closed_reader
         if self.workload is not None and not self.workload.started:
             self.workload.cancel()
 
@@ -447,15 +468,15 @@ class Counter:
         """Read every counter now: one ``read()`` per group and cell.
 
         Returns :class:`~pmuscope.counting.results.Counts` (decoded lazily)."""
-        read = _read
-        raws = [unpack(read(fd, size)) for fd, size, unpack in self._read_plan]
-        self.last = c = Counts(self.layout, raws, _now(), self.start_ns)
+        self.last = c = Counts(self.layout, self._reader(), _now(), self.start_ns)
         return c
 
-    def read_raw(self) -> list[tuple]:
-        """The unpacked read() tuples, one per read unit (the leanest read)."""
-        read = _read
-        return [unpack(read(fd, size)) for fd, size, unpack in self._read_plan]
+    def read_raw(self) -> list[bytes]:
+        """The read() buffers, one per read unit (the leanest read). Unpack
+        unit ``i`` with ``self._read_plan[i][2]``: group units give
+        ``(nr, time_enabled, time_running, value0, id0, ...)``, single events
+        ``(value, time_enabled, time_running, id)``."""
+        return self._reader()
 
     def wait(self) -> int:
         """Wait for the workload to exit; returns its exit status (128+N if killed by signal N)."""

@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+import struct
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from .. import errors
 
 VAL, ENA, RUN = 0, 1, 2
+
+#: up to this many read units, aggregates are computed in plain Python
+_PY_CELLS = 16
+_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def _unpack(buf: bytes) -> tuple:
+    st = _STRUCTS.get(len(buf))
+    if st is None:
+        st = _STRUCTS[len(buf)] = struct.Struct(f"={len(buf) // 8}Q")
+    return st.unpack(buf)
 
 _MODIFIER_SUFFIX = re.compile(r":[ukhIGHpPSDWe]+$")
 
@@ -61,13 +73,15 @@ class Layout:
         )
 
 
-def decode(layout: Layout, raws: Sequence[tuple]) -> np.ndarray:
-    """Unpacked read() tuples → ``uint64[event, cpu, thread, (value, ena, run)]``."""
+def decode(layout: Layout, raws: Sequence[bytes | tuple]) -> np.ndarray:
+    """read() buffers (or their unpacked tuples) → ``uint64[event, cpu, thread, (value, ena, run)]``."""
     data = np.zeros((len(layout.names), len(layout.cpus), len(layout.threads), 3), dtype=np.uint64)
     for (grouped, members, ci, ti), raw in zip(layout.units_plan, raws):
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            raw = np.frombuffer(raw, dtype=np.uint64)
         if grouped:
             ena, run = raw[1], raw[2]
-            for k in range(min(raw[0], len(members))):
+            for k in range(min(int(raw[0]), len(members))):
                 data[members[k], ci, ti] = (raw[3 + 2 * k], ena, run)
         else:
             data[members[0], ci, ti] = raw[:3]
@@ -80,14 +94,12 @@ def scale_cells(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ena = data[..., ENA].astype(np.float64)
     run = data[..., RUN].astype(np.float64)
     counted = run > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(counted & (run < ena), ena / np.where(counted, run, 1.0), 1.0)
-    scaled = np.where(counted, val * factor, 0.0)
+    scaled = np.where(counted & (run < ena), val * ena / np.where(counted, run, 1.0), val)
+    scaled = np.where(counted, scaled, 0.0)
     return scaled, counted
 
 
-@dataclass(frozen=True)
-class EventCount:
+class EventCount(NamedTuple):
     """One event's count (one cell or an aggregate of cells).
 
     ``value`` is the raw count, ``scaled`` perf's multiplexing-scaled count,
@@ -139,6 +151,8 @@ class Counts:
     :class:`EventCount`; ``per_cpu()``, ``per_thread()`` and ``aggregate()``
     break it down; ``metrics()`` derives perf's shadow metrics; ``counts - earlier``
     is the delta between two reads (interval mode)."""
+
+    __slots__ = ("layout", "_raws", "_data", "timestamp_ns", "start_ns", "_agg")
 
     def __init__(self, layout: Layout, raws: Sequence[tuple] | None, timestamp_ns: int, start_ns: int = 0,
                  data: np.ndarray | None = None) -> None:
@@ -193,10 +207,46 @@ class Counts:
 
     def _aggregate_all(self) -> dict[str, EventCount]:
         if self._agg is None:
-            data = self.data
-            scaled, counted = scale_cells(data)
-            self._agg = {name: self._make(i, data[i], scaled[i], counted[i]) for i, name in enumerate(self.layout.names)}
+            if self._data is None and self._raws is not None and len(self._raws) <= _PY_CELLS:
+                self._agg = self._aggregate_small()
+            else:
+                data = self.data
+                scaled, counted = scale_cells(data)
+                self._agg = {name: self._make(i, data[i], scaled[i], counted[i])
+                             for i, name in enumerate(self.layout.names)}
         return self._agg
+
+    def _aggregate_small(self) -> dict[str, EventCount]:
+        """The same sums and scaling as the numpy path, in plain Python: for a
+        few read units this is far cheaper than building arrays."""
+        L = self.layout
+        n = len(L.names)
+        val = [0] * n
+        ena = [0] * n
+        run = [0] * n
+        scaled = [0.0] * n
+        counted = [False] * n
+        for (grouped, members, _ci, _ti), raw in zip(L.units_plan, self._raws):
+            if not isinstance(raw, tuple):
+                raw = _unpack(raw)
+            if grouped:
+                e, r = raw[1], raw[2]
+                cells = [(members[k], raw[3 + 2 * k]) for k in range(min(raw[0], len(members)))]
+            else:
+                e, r = raw[1], raw[2]
+                cells = [(members[0], raw[0])]
+            for i, v in cells:
+                val[i] += v
+                ena[i] += e
+                run[i] += r
+                if r:
+                    counted[i] = True
+                    scaled[i] += v * e / r if r < e else float(v)
+        return {
+            name: EventCount(name, val[i], ena[i], run[i], scaled[i], bool(L.supported[i] and counted[i]),
+                             L.supported[i], L.units[i], L.scales[i], L.errors[i])
+            for i, name in enumerate(L.names)
+        }
 
     def __getitem__(self, name: str) -> EventCount:
         agg = self._aggregate_all()
