@@ -563,10 +563,21 @@ class Monitor:
         pid_stat = os.path.join(self.procfs, str(self.pid), "stat") if self.per_thread else None
         alive_every = max(1, int(100_000_000 // interval))  # look for the process' exit every ~100 ms
         chunk_n = self.chunk_intervals
-        start = self.start_ns
+        spare = self._new_chunk()  # allocated before the clock starts
+        if self.context:
+            self._ctx.sample()  # type: ignore[union-attr]  # prime /proc/stat and energy deltas
+            last_ctx = self._sample_context()
+        else:
+            last_ctx = None
+        self.wall_start = time.time()
+        start = self.start_ns = monotonic_ns()
+        self._queue.put((self._read_baseline(), start, last_ctx))
         k = 1
         while not stop.is_set():
-            chunk = self._free.get_nowait() if not self._free.empty() else self._new_chunk()
+            if spare is not None:
+                chunk, spare = spare, None
+            else:
+                chunk = self._free.get_nowait() if not self._free.empty() else self._new_chunk()
             views = chunk.views
             ts, idx, late, skipped, ctx = [], [], [], [], []
             i = 0
@@ -615,22 +626,20 @@ class Monitor:
             # the sampler must get the GIL back within its tolerance while the
             # consumer formats rows; 5 ms (the default) would make 1 ms late
             sys.setswitchinterval(min(prev_switch, 0.0002))
-        prev_raw = None
         try:
-            self.wall_start = time.time()
-            self.start_ns = monotonic_ns()
             for slot in self._slots:
                 slot.fd.enable(group=True)
-            prev_raw = self._read_baseline()
-            prev_ts = self.start_ns
-            if self.context:
-                self._ctx.sample()  # type: ignore[union-attr]  # prime deltas
-                last_ctx = self._sample_context()
-            else:
-                last_ctx = None
             self._stop.clear()
             self._thread = threading.Thread(target=self._sampler, name="pmuscope-monitor", daemon=True)
             self._thread.start()
+            # the sampling thread starts the schedule once it is ready, and
+            # hands over the baseline read first
+            first = self._queue.get()
+            if first is None:
+                if self._error is not None:
+                    raise self._error
+                return
+            prev_raw, prev_ts, last_ctx = first
             while True:
                 chunk = self._queue.get()
                 if chunk is None:
