@@ -22,3 +22,5 @@ from .counting import count, Counter, Counts, EventCount, Workload  # noqa: E402
 from .counting.monitor import monitor, Monitor  # noqa: E402
 from .symbols import Symbolizer  # noqa: E402
 from .events import EventSpec, parse_events, apply_counting_defaults, stat_defaults  # noqa: E402
+from .system import read_topology, Topology, CpuIdentity  # noqa: E402
+from .system.doctor import diagnose, Check  # noqa: E402
