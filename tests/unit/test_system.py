@@ -256,6 +256,16 @@ def test_cpu_lists_and_missing_files(tmp_path):
         t.cpu(1)
 
 
+def test_not_a_sysfs_tree(tmp_path, capsys):
+    from pmuscope.errors import PmuscopeError
+
+    with pytest.raises(PmuscopeError, match="no CPUs found under"):
+        read_topology(str(tmp_path))
+    assert main(["topology", "--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pmuscope topology: no CPUs found") and "Traceback" not in err
+
+
 def test_caches_fall_back_to_shared_cpu_map(roots, tmp_path):
     import shutil
 

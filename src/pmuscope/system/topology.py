@@ -304,8 +304,19 @@ class Topology:
 
 
 def read_topology(root: str = "/") -> Topology:
-    """Read everything under ``root`` into a :class:`Topology`."""
+    """Read everything under ``root`` into a :class:`Topology`.
+
+    Raises :class:`~pmuscope.errors.PmuscopeError` when ``root`` holds no CPU
+    information at all (not a sysfs tree)."""
     lists = read_cpu_lists(root)
+    if not lists.online:
+        from ..errors import PmuscopeError
+
+        raise PmuscopeError(
+            f"no CPUs found under {_fs.path(root, CPU_DIR)}: is {root!r} the root of a sysfs/procfs tree "
+            f"(with sys/devices/system/cpu/online or cpuN directories)?",
+            root=root,
+        )
     nodes = read_numa_nodes(root)
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
     cpus = tuple(read_cpu_topology(root, c, True, node_of.get(c)) for c in lists.online)
