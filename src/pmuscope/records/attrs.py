@@ -9,6 +9,8 @@ there is more than one attr, every attr must agree on both positions.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -17,7 +19,7 @@ import numpy as np
 from .. import errors
 from ..kernel import abi
 
-S = abi.PerfSample
+S = SimpleNamespace(**{m.name: int(m) for m in abi.PerfSample})  # plain ints: IntFlag ops are slow
 
 #: sample_type bits that make up the sample_id trailer of side-band records
 SAMPLE_ID_BITS = S.TID | S.TIME | S.ID | S.STREAM_ID | S.CPU | S.IDENTIFIER

@@ -13,6 +13,8 @@ samples go through :func:`parse_sample`, a plain ``struct`` loop.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import struct
 from dataclasses import dataclass, fields as dc_fields
 from typing import Any
@@ -24,8 +26,8 @@ from ..kernel import abi
 from .attrs import AttrEntry, AttrTable
 from .types import parse_read_format
 
-S = abi.PerfSample
-F = abi.PerfFormat
+S = SimpleNamespace(**{m.name: int(m) for m in abi.PerfSample})  # plain ints: IntFlag ops are slow
+F = SimpleNamespace(**{m.name: int(m) for m in abi.PerfFormat})
 
 _U64 = struct.Struct("<Q")
 _U32x2 = struct.Struct("<II")
@@ -187,35 +189,19 @@ class SampleBatch:
         if start == 0 and stop == len(self):
             return self
         kw: dict[str, Any] = {"attrs": self.attrs}
-        flat_groups = {
-            "read_offsets": ("read_value", "read_id", "read_lost"),
-            "callchain_offsets": ("callchain",),
-            "raw_offsets": ("raw",),
-            "branch_offsets": ("branch_from", "branch_to", "branch_flags", "branch_counters"),
-            "regs_user_offsets": ("regs_user",),
-            "stack_user_offsets": ("stack_user",),
-            "regs_intr_offsets": ("regs_intr",),
-            "aux_offsets": ("aux",),
-        }
-        flat_names = {n for names in flat_groups.values() for n in names}
-        for f in dc_fields(self):
-            name = f.name
-            if name == "attrs" or name in flat_names or name in flat_groups:
-                continue
+        for name in _PER_SAMPLE:
             arr = getattr(self, name)
             kw[name] = None if arr is None else arr[start:stop]
-        for off_name, names in flat_groups.items():
+        for off_name, names in _FLAT_BY_OFFSETS.items():
             off = getattr(self, off_name)
             if off is None:
-                for n in names:
-                    kw[n] = None
-                kw[off_name] = None
                 continue
             a, b = int(off[start]), int(off[stop])
             kw[off_name] = off[start : stop + 1] - a
             for n in names:
                 arr = getattr(self, n)
-                kw[n] = None if arr is None else arr[a:b]
+                if arr is not None:
+                    kw[n] = arr[a:b]
         return SampleBatch(**kw)
 
     @classmethod
@@ -275,6 +261,14 @@ _FLAT_BY_OFFSETS = {
     "regs_intr_offsets": ("regs_intr",),
     "aux_offsets": ("aux",),
 }
+
+
+_FLAT_NAMES = {n for names in _FLAT_BY_OFFSETS.values() for n in names}
+#: the per-sample columns (everything but attrs and the flat fields)
+_PER_SAMPLE = tuple(
+    f.name for f in dc_fields(SampleBatch)
+    if f.name != "attrs" and f.name not in _FLAT_NAMES and f.name not in _FLAT_BY_OFFSETS
+)
 
 
 # --- scalar reference parser ------------------------------------------------------

@@ -6,6 +6,8 @@ Layouts: ``include/uapi/linux/perf_event.h`` ``enum perf_event_type``.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import struct
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -14,8 +16,9 @@ from .. import errors
 from ..kernel import abi
 from .attrs import AttrEntry, AttrTable
 
-S = abi.PerfSample
+S = SimpleNamespace(**{m.name: int(m) for m in abi.PerfSample})  # plain ints: IntFlag ops are slow
 R = abi.PerfRecord
+_F = SimpleNamespace(**{m.name: int(m) for m in abi.PerfFormat})
 
 _U64 = struct.Struct("<Q")
 _U32x2 = struct.Struct("<II")
@@ -54,7 +57,7 @@ class ReadValues:
 
 def parse_read_format(buf, pos: int, end: int, read_format: int, offset_for_errors: int) -> tuple[ReadValues, int]:
     """Parse a read_format at ``buf[pos:]`` (not past ``end``); return it and the new position."""
-    F = abi.PerfFormat
+    F = SimpleNamespace(**{m.name: int(m) for m in abi.PerfFormat})
 
     def u64() -> int:
         nonlocal pos
@@ -89,7 +92,7 @@ def parse_read_format(buf, pos: int, end: int, read_format: int, offset_for_erro
 
 def read_format_size(read_format: int, nr: int = 1) -> int:
     """Bytes of a read_format (``nr`` members for a group)."""
-    F = abi.PerfFormat
+    F = _F
     times = bool(read_format & F.TOTAL_TIME_ENABLED) + bool(read_format & F.TOTAL_TIME_RUNNING)
     per = 1 + bool(read_format & F.ID) + bool(read_format & F.LOST)
     if read_format & F.GROUP:
