@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FormatError
-from .elf import ET_EXEC, ElfFile
+from .elf import ET_EXEC, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile, RawSymbols
 from .table import SymbolTable
 
 DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
@@ -84,6 +84,46 @@ class ElfDso:
         return self.elf.offset_to_vaddr(offsets)
 
 
+def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
+    """``raw`` plus the binary's synthesized ``name@plt`` symbols."""
+    try:
+        plt = elf.plt_symbols()
+    except FormatError:
+        plt = []
+    if not plt:
+        return raw
+    if any(not p[2] for p in plt):
+        # IRELATIVE slots: name them after the IFUNC whose resolver the addend points at
+        stt = raw.st_info & 0xF
+        want = np.array(sorted({p[3] for p in plt if not p[2]}), dtype=np.uint64)
+        cand = np.flatnonzero(((stt == STT_FUNC) | (stt == STT_GNU_IFUNC))
+                              & np.isin(raw.st_value, want))
+        by_value: dict[int, tuple] = {}
+        bind_rank = {STB_GLOBAL: 0, STB_WEAK: 1}
+        for i in cand:
+            name = raw.name(int(i))
+            key = (stt[i] != STT_GNU_IFUNC, bind_rank.get(int(raw.st_info[i]) >> 4, 2),
+                   len(name) - len(name.lstrip("_")), -len(name), name)
+            v = int(raw.st_value[i])
+            if v not in by_value or key < by_value[v]:
+                by_value[v] = key
+        plt = [(a, z, n or (f"{by_value[add][-1]}@plt" if add in by_value
+                            else f"offset_{a:#x}@plt")) for a, z, n, add in plt]
+    blob = bytearray(raw.strtab)
+    offs = []
+    for _, _, name, *_ in plt:
+        offs.append(len(blob))
+        blob += name.encode() + b"\0"
+    n = len(plt)
+    return RawSymbols(
+        st_name=np.concatenate([raw.st_name, np.array(offs, dtype=np.int64)]),
+        st_value=np.concatenate([raw.st_value, np.array([p[0] for p in plt], dtype=np.uint64)]),
+        st_size=np.concatenate([raw.st_size, np.array([p[1] for p in plt], dtype=np.uint64)]),
+        st_info=np.concatenate([raw.st_info, np.full(n, (STB_GLOBAL << 4) | STT_FUNC, np.uint8)]),
+        st_shndx=np.concatenate([raw.st_shndx, np.full(n, 1, np.uint16)]),
+        strtab=bytes(blob), section=raw.section)
+
+
 def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
                  buildid_dir: str | None = None, expect_build_id: str | None = None,
                  include_objects: bool = False) -> ElfDso:
@@ -94,8 +134,9 @@ def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
     elf = ElfFile.open(path)
     build_id = elf.build_id
     if elf.has_symtab():
-        return ElfDso(path, elf, SymbolTable.from_elf(elf.symbols(".symtab"), include_objects=include_objects),
-                      build_id, path, ".symtab", "symtab")
+        table = SymbolTable.from_elf(_with_plt(elf.symbols(".symtab"), elf),
+                                     include_objects=include_objects)
+        return ElfDso(path, elf, table, build_id, path, ".symtab", "symtab")
     link = elf.debuglink
     want_id = build_id or expect_build_id
     for how, cand in debug_file_candidates(path, want_id, link[0] if link else None,
@@ -117,11 +158,14 @@ def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
                     continue
             except OSError:
                 continue
-        table = SymbolTable.from_elf(dbg.symbols(".symtab"), include_objects=include_objects)
+        # PLT entries come from the runtime binary: a debug file's .plt is NOBITS
+        table = SymbolTable.from_elf(_with_plt(dbg.symbols(".symtab"), elf),
+                                     include_objects=include_objects)
         return ElfDso(path, elf, table, build_id, cand, ".symtab", how)
     raw = elf.symbols(".dynsym")
     if raw is not None:
-        return ElfDso(path, elf, SymbolTable.from_elf(raw, include_objects=include_objects),
+        return ElfDso(path, elf, SymbolTable.from_elf(_with_plt(raw, elf),
+                                                      include_objects=include_objects),
                       build_id, path, ".dynsym", "dynsym")
     empty = SymbolTable(np.zeros(0, np.uint64), np.zeros(0, np.uint64), lambda i: "")
     return ElfDso(path, elf, empty, build_id, None, None, "none")

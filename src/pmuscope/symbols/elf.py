@@ -27,6 +27,12 @@ ET_DYN = 3
 SHT_NOBITS = 8
 SHT_SYMTAB = 2
 SHT_DYNSYM = 11
+SHT_RELA = 4
+SHT_REL = 9
+EM_386 = 3
+R_X86_64_GLOB_DAT = 6
+EM_X86_64 = 62
+EM_AARCH64 = 183
 SHT_NOTE = 7
 SHF_COMPRESSED = 0x800
 SHF_EXECINSTR = 0x4
@@ -344,6 +350,86 @@ class ElfFile:
             strtab=strtab,
             section=which,
         )
+
+    def plt_symbols(self) -> list[tuple[int, int, str, int]]:
+        """Synthesized ``name@plt`` symbols for the PLT entries, as
+        ``(address, size, name, addend)``: the PLT has no symbols of its own,
+        perf makes them from ``.rela.plt``/``.rel.plt``
+        (``dso__synthesize_plt_symbols``). On x86 with IBT the entries live in
+        ``.plt.sec`` (no header). An IRELATIVE slot (an IFUNC, no symbol) gets
+        the name ``""`` and its resolver's address as ``addend``."""
+        plt = self.section(".plt")
+        rel = self.section(".rela.plt") or self.section(".rel.plt")
+        if plt is None or rel is None or plt.sh_type == SHT_NOBITS or rel.sh_type == SHT_NOBITS:
+            return []
+        if not 0 < rel.sh_link < len(self.sections):
+            return []
+        is_rela = rel.sh_type == SHT_RELA
+        x86 = self.e_machine in (EM_386, EM_X86_64)
+        if x86:
+            header, entry = 16, 16
+        elif self.e_machine == EM_AARCH64:
+            header, entry = 32, 16
+        else:
+            entry = plt.sh_entsize or 16
+            header = entry
+        if self.elf64:
+            fmt, rsize, shift = ("QQq", 24, 32) if is_rela else ("QQ", 16, 32)
+        else:
+            fmt, rsize, shift = ("IIi", 12, 8) if is_rela else ("II", 8, 8)
+        count = rel.sh_size // rsize
+        data = self.read(rel.sh_offset, count * rsize, f"section {rel.name}")
+        rels = [struct.unpack_from(self.order + fmt, data, i * rsize) for i in range(count)]
+        if x86:  # IFUNC relocations are not in PLT order (perf sorts them too)
+            rels.sort(key=lambda r: r[0])
+        dyn = self.symbols(self.sections[rel.sh_link].name)
+        if dyn is None:
+            return []
+        sec = self.section(".plt.sec") if x86 else None
+        if sec is not None and sec.sh_type != SHT_NOBITS:
+            addr = sec.sh_addr
+        elif count * entry == plt.sh_size:  # no lazy-binding header
+            addr = plt.sh_addr
+        else:
+            addr = plt.sh_addr + header
+        out = []
+        for r in rels:
+            idx = r[1] >> shift
+            name = dyn.name(idx) if 0 < idx < len(dyn) else ""
+            out.append((addr, entry, f"{name}@plt" if name else "", r[2] if is_rela else 0))
+            addr += entry
+        if x86 and self.elf64:
+            out += self._plt_got_symbols(dyn)
+        return out
+
+    def _plt_got_symbols(self, dyn: RawSymbols) -> list[tuple[int, int, str, int]]:
+        # .plt.got entries jump through a GOT slot filled by a GLOB_DAT relocation
+        # in .rela.dyn: decode "jmp *disp32(%rip)" (ff 25, maybe after endbr64 and
+        # a bnd prefix) to find the slot, and name the entry after its symbol.
+        sec = self.section(".plt.got")
+        rela = self.section(".rela.dyn")
+        if sec is None or rela is None or sec.sh_type == SHT_NOBITS or not sec.sh_size:
+            return []
+        entry = sec.sh_entsize or 8
+        count = rela.sh_size // 24
+        data = self.read(rela.sh_offset, count * 24, "section .rela.dyn")
+        slot_sym = {}
+        for off, info, _add in struct.iter_unpack(self.order + "QQq", data):
+            if info & 0xFFFFFFFF == R_X86_64_GLOB_DAT:
+                slot_sym[off] = info >> 32
+        code = self.section_data(sec)
+        out = []
+        for pos in range(0, len(code) - entry + 1, entry):
+            chunk = code[pos:pos + entry]
+            j = chunk.find(b"\xff\x25")
+            if j < 0 or j + 6 > len(chunk):
+                continue
+            addr = sec.sh_addr + pos
+            slot = addr + j + 6 + struct.unpack_from("<i", chunk, j + 2)[0]
+            idx = slot_sym.get(slot, 0)
+            if 0 < idx < len(dyn):
+                out.append((addr, entry, f"{dyn.name(idx)}@plt", 0))
+        return out
 
     def offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
         """Map file offsets to link-time virtual addresses through the PT_LOAD

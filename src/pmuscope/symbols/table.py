@@ -156,8 +156,9 @@ def _ends(starts: np.ndarray, sizes: np.ndarray, fixup_end: bool, limit: int | N
     if fixup_end and len(starts):
         nxt = np.empty_like(starts)
         nxt[:-1] = starts[1:]
-        nxt[-1] = np.uint64(limit) if limit is not None else starts[-1] + np.uint64(4096)
+        # perf: the last zero-sized symbol ends at roundup(start, 4096) + 4096
+        nxt[-1] = np.uint64(limit) if limit is not None else \
+            ((starts[-1] + np.uint64(4095)) & ~np.uint64(4095)) + np.uint64(4096)
         zero = sizes == 0
         ends = np.where(zero, nxt, ends)
-        # a zero-sized last symbol before `limit` must not pass it
     return ends.astype(np.uint64)
