@@ -31,7 +31,7 @@ class FakeKernel:
     """Scripted perf_event_open/read/ioctl. ``values[(name, cpu, pid)] = (value, ena, run)``."""
 
     def __init__(self, monkeypatch, values=None, fail=None):
-        self.values = values or {}
+        self.values = values if values is not None else {}
         self.fail = fail or {}  # name -> errno
         self.opens = []  # (name, attr copy, pid, cpu, group_fd, flags, fd)
         self.reads = []
@@ -277,3 +277,60 @@ def test_python_and_numpy_aggregation_agree(monkeypatch):
     assert small["cycles"].scaled == pytest.approx(1001 * 3 + 1002 * 1.5)  # cpu0 run=0 adds nothing
     assert small["cycles"].counted and small["cycles"].time_running == 900
     c.close()
+
+
+def test_per_socket_node_core_on_a_two_socket_fixture(monkeypatch, tmp_path, data_dir):
+    import tarfile
+
+    from pmuscope.counting.topology import CpuTopology
+
+    with tarfile.open(data_dir / "topology" / "intel-clx-2s-2node.tar.gz") as tar:
+        tar.extractall(tmp_path)
+    topo = CpuTopology.read(str(tmp_path / "intel-clx-2s-2node"))
+    cpus = sorted(topo.socket)
+    FakeKernel(monkeypatch, {("page-faults", cpu, -1): (1, 10, 10) for cpu in cpus})
+    with count([sw("page-faults", 2)], cpus=cpus) as c:
+        pass
+    by_socket = {key: (n, evs[0].value) for key, n, evs in c.last.aggregate("socket", topo)}
+    assert sorted(by_socket) == ["S0", "S1"]
+    assert sum(n for n, _ in by_socket.values()) == len(cpus)
+    assert all(n == v for n, v in by_socket.values())  # one fault per CPU
+    nodes = {key for key, _, _ in c.last.aggregate("node", topo)}
+    assert nodes == {"N0", "N1"}
+    cores = c.last.aggregate("core", topo)
+    # hyperthreads: each core key aggregates the CPUs sharing (socket, die, core_id)
+    assert {n for _, n, _ in cores} == {len(cpus) // len(cores)}
+
+
+def test_stat_cli_default_set_without_a_pmu(monkeypatch, capsys):
+    """No hardware PMU: the software defaults are counted and the hardware ones
+    print <not supported> (perf's behaviour); the optional stalled-cycles rows are dropped."""
+    from pmuscope.cli.main import main
+
+    vals = {}
+
+    class NoPmu(FakeKernel):
+        def _name(self, attr):
+            names = {(1, 0): "cpu-clock", (1, 3): "context-switches", (1, 4): "cpu-migrations", (1, 2): "page-faults"}
+            return names.get((attr.type, attr.config), f"hw{attr.config}")
+
+        def open(self, attr, pid, cpu, group_fd, flags):
+            if attr.type == abi.PERF_TYPE_HARDWARE:
+                raise OSError(errno.ENOENT, "fake")
+            vals.setdefault((self._name(attr), cpu, pid), (1000, 10, 10))
+            return super().open(attr, pid, cpu, group_fd, flags)
+
+    NoPmu(monkeypatch, vals)
+    monkeypatch.setattr(sc, "_no_hardware_pmu", lambda sysfs="/sys": True)
+    rc = main(["stat", "-C", "0", "-I", "10", "--interval-count", "1", "-x", ","])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 0
+    events = [line.split(",")[3] for line in err]
+    assert events == ["cpu-clock", "context-switches", "cpu-migrations", "page-faults", "cycles", "instructions",
+                      "branches", "branch-misses"]
+    for line in err:
+        f = line.split(",")
+        if f[3] in ("cycles", "instructions", "branches", "branch-misses"):
+            assert f[1] == "<not supported>"
+        else:
+            assert f[1] != "<not supported>"

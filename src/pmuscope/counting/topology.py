@@ -1,23 +1,17 @@
 """CPU → core/die/socket/node keys for perf stat's aggregation modes.
 
-Read from ``/sys/devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id}``
-and ``/sys/devices/system/node/nodeN/cpulist``; ``sysfs`` may point at a fixture tree.
-Keys are perf's aggregation ids: ``S0-D0-C1`` (core), ``S0-D0`` (die), ``S0``
-(socket), ``N0`` (node).
+The facts come from :func:`pmuscope.system.read_topology` (``cpuN/topology`` and
+the node directories; ``root`` may point at a fixture tree). Keys are perf's
+aggregation ids: ``S0-D0-C1`` (core), ``S0-D0`` (die), ``S0`` (socket), ``N0`` (node).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 
-def _read_int(path: str, default: int = 0) -> int:
-    try:
-        with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return default
+def _known(value: int | None) -> int:
+    return value if value is not None and value >= 0 else 0
 
 
 @dataclass
@@ -28,35 +22,16 @@ class CpuTopology:
     node: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, sysfs: str = "/sys") -> "CpuTopology":
-        from .counter import parse_cpu_list
+    def read(cls, root: str = "/") -> "CpuTopology":
+        from ..system import read_topology
 
         topo = cls()
-        base = os.path.join(sysfs, "devices/system/cpu")
-        try:
-            names = os.listdir(base)
-        except OSError:
-            names = []
-        for name in names:
-            if not (name.startswith("cpu") and name[3:].isdigit()):
-                continue
-            cpu = int(name[3:])
-            t = os.path.join(base, name, "topology")
-            topo.socket[cpu] = _read_int(os.path.join(t, "physical_package_id"))
-            topo.die[cpu] = _read_int(os.path.join(t, "die_id"))
-            topo.core[cpu] = _read_int(os.path.join(t, "core_id"), cpu)
-        nbase = os.path.join(sysfs, "devices/system/node")
-        try:
-            for name in os.listdir(nbase):
-                if name.startswith("node") and name[4:].isdigit():
-                    try:
-                        with open(os.path.join(nbase, name, "cpulist")) as f:
-                            for cpu in parse_cpu_list(f.read()):
-                                topo.node[cpu] = int(name[4:])
-                    except OSError:
-                        pass
-        except OSError:
-            pass
+        for c in read_topology(root).cpus:
+            # ids the kernel reports as unknown (-1 / missing) aggregate as 0, as perf does
+            topo.socket[c.cpu] = _known(c.physical_package_id)
+            topo.die[c.cpu] = _known(c.die_id)
+            topo.core[c.cpu] = c.core_id if (c.core_id is not None and c.core_id >= 0) else c.cpu
+            topo.node[c.cpu] = c.node if c.node is not None else 0
         return topo
 
     def key(self, cpu: int, mode: str) -> str:
