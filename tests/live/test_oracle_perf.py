@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pmuscope.events import pmu as pmu_mod
-from pmuscope.kernel.abi import PerfFormat
+from pmuscope.kernel.abi import PerfFormat, PerfSample
 
 from tests.unit.test_events_oracle_golden import COMPARED, GOLDEN, ours
 
@@ -67,7 +67,7 @@ _UNIONS = {"{ sample_period, sample_freq }": "sample_period", "{ bp_addr, config
            "{ bp_len, config2 }": "config2", "{ wakeup_events, wakeup_watermark }": "wakeup_events"}  # fmt: skip
 
 
-def parse_perf_vv(output: str) -> list[dict[str, int]]:
+def parse_perf_vv(output: str, fields: tuple[str, ...] = COMPARED) -> list[dict[str, int]]:
     """The attrs of the events perf opened, from ``perf stat -vv`` output:
     one dict per event (retries after a failed open are dropped), fields
     perf omitted are 0."""
@@ -86,7 +86,7 @@ def parse_perf_vv(output: str) -> list[dict[str, int]]:
             if key == "read_format":
                 block[key] = sum(int(_FLAG_NAMES[f]) for f in value.split("|"))
             elif key == "sample_type":
-                continue  # symbolic; perf stat always uses IDENTIFIER, checked separately
+                block[key] = sum(int(PerfSample[f]) for f in value.split("|"))
             else:
                 try:
                     block[key] = int(value, 0)
@@ -94,7 +94,7 @@ def parse_perf_vv(output: str) -> list[dict[str, int]]:
                     pass
             continue
         if line.startswith("sys_perf_event_open:") and block is not None:
-            attr = {k: block.get(k, 0) for k in COMPARED}
+            attr = {k: block.get(k, 0) for k in fields}
             retry = not last_ok and events and (events[-1]["type"], events[-1]["config"]) == (attr["type"], attr["config"])
             if not retry:
                 events.append(attr)

@@ -136,7 +136,7 @@ def test_tracepoint_glob_and_defaults(root):
     specs = parse_events("sched:sched_wak*", sysfs_root=root)
     assert [(s.name, s.attr.config) for s in specs] == [("sched:sched_wakeup", 320), ("sched:sched_waking", 321)]
     spec = specs[0]
-    assert spec.attr.sample_period == 1 and spec.attr.sample_type == 0x400 | 0x4 | 0x80  # RAW|TIME|CPU
+    assert spec.attr.sample_period == 1 and spec.attr.sample_type == 0x400 | 0x4 | 0x80 | 0x100  # RAW|TIME|CPU|PERIOD
     attr = stat_defaults(spec)
     assert (attr.sample_period, attr.sample_type) == (0, 0x10000)
 

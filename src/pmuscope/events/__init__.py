@@ -2,7 +2,7 @@
 
 from .spec import EventSpec
 from .parser import parse_events, MODIFIER_CHARS
-from .defaults import apply_counting_defaults, stat_defaults
+from .defaults import apply_counting_defaults, stat_defaults, record_defaults, open_fallbacks
 from . import pmu, generic, tracepoints, vendor, cpuid
 
 __all__ = [
@@ -10,6 +10,8 @@ __all__ = [
     "parse_events",
     "apply_counting_defaults",
     "stat_defaults",
+    "record_defaults",
+    "open_fallbacks",
     "MODIFIER_CHARS",
     "pmu",
     "generic",

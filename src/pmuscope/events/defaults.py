@@ -59,6 +59,65 @@ def stat_defaults(spec: EventSpec, *, enable_on_exec: bool = True, inherit: bool
     )
 
 
+#: the side-band records the first event of a record session asks for (perf's "tracking" evsel)
+TRACKING_BITS = ("mmap", "comm", "task", "mmap2", "comm_exec", "ksymbol", "bpf_event")
+
+
+def record_defaults(
+    specs: list[EventSpec],
+    *,
+    freq: int = 4000,
+    period: int | None = None,
+    enable_on_exec: bool = True,
+    inherit: bool = True,
+) -> list[perf_event_attr]:
+    """Copies of the specs' attrs with what ``perf record`` adds (perf 6.1,
+    ``evsel__config``/``evlist__config`` in tools/perf/util/):
+
+    - sample_type IP|TID|TIME, plus PERIOD when sampling by frequency; events
+      that set their own period (tracepoints, breakpoints, ``period=``) keep it;
+    - with several events: ID in sample_type when all sample_types agree, else
+      IDENTIFIER; read_format ID|LOST on every event;
+    - ``freq``=1 with ``sample_freq``=4000 by default (``period`` switches to
+      a fixed sample_period, like ``-c``);
+    - sample_id_all, inherit; disabled and enable_on_exec on group leaders;
+    - the side-band bits (mmap, comm, task, mmap2, comm_exec, ksymbol,
+      bpf_event) on the first event only.
+    """
+    attrs: list[perf_event_attr] = []
+    for spec in specs:
+        attr = spec.attr.copy()
+        attr.sample_type |= PerfSample.IP | PerfSample.TID | PerfSample.TIME
+        if spec.freq_set:
+            attr.freq = 1
+            attr.sample_type |= PerfSample.PERIOD
+        elif spec.period_set:
+            attr.freq = 0
+            attr.sample_type &= ~PerfSample.PERIOD
+        elif period is not None:
+            attr.freq = 0
+            attr.sample_period = period
+        elif not attr.sample_period:
+            attr.freq = 1
+            attr.sample_freq = freq
+            attr.sample_type |= PerfSample.PERIOD
+        attr.read_format = PerfFormat.ID | PerfFormat.LOST
+        attr.sample_id_all = 1
+        attr.inherit = 1 if inherit else 0
+        leader = spec.leader or spec.group is None
+        attr.disabled = 1 if leader else 0
+        attr.enable_on_exec = 1 if leader and enable_on_exec else 0
+        attrs.append(attr)
+    if len(attrs) > 1:
+        same = len({int(a.sample_type) for a in attrs}) == 1
+        for attr in attrs:
+            attr.sample_type |= PerfSample.ID if same else PerfSample.IDENTIFIER
+    if attrs:
+        for bit in TRACKING_BITS:
+            setattr(attrs[0], bit, 1)
+    return attrs
+
+
 def open_fallbacks(attr: perf_event_attr, errno_name: str) -> list[tuple[str, perf_event_attr]]:
     """The attrs perf retries with after ``perf_event_open`` fails with
     ``errno_name`` (``"EINVAL"``, ``"EACCES"``, ``"EOPNOTSUPP"`` ...), each with

@@ -271,7 +271,7 @@ class _Parser:
             spec = self.new_spec(f"{sys_}:{ev}", "tracepoint", type=PERF_TYPE_TRACEPOINT, config=tid)
             # perf's evsel__newtp: tracepoints sample every hit with raw data
             spec.attr.sample_period = 1
-            spec.attr.sample_type = PerfSample.RAW | PerfSample.TIME | PerfSample.CPU
+            spec.attr.sample_type = PerfSample.RAW | PerfSample.TIME | PerfSample.CPU | PerfSample.PERIOD
             spec.extra["tracepoint"] = (sys_, ev)
             out.append(spec)
         return out

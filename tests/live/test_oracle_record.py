@@ -1,0 +1,73 @@
+"""Oracle for record sessions: pmuscope.events.record_defaults must build the
+attrs ``perf record -vv -e STR -- true`` prints (the side-band dummy event
+perf adds is left out)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from pmuscope.events import parse_events, record_defaults
+from pmuscope.events import pmu as pmu_mod
+from pmuscope.events.defaults import TRACKING_BITS
+
+from tests.live.test_oracle_perf import parse_perf_vv
+from tests.unit.test_events_oracle_golden import COMPARED
+
+FIELDS = COMPARED + ("sample_type", "sample_id_all") + TRACKING_BITS + ("watermark",)
+
+CORPUS = [
+    "cycles", "cycles,instructions", "{cycles,instructions}", "cpu-clock:u", "task-clock:k,cs",
+    "sched:sched_switch", "cycles:u,sched:sched_switch", "cycles/period=1000/", "cycles/freq=99/",
+    "mem:0x1000:w", "L1-dcache-load-misses", "r003c:u", "cpu/event=0x76,umask=0x0/k", "{cpu-clock,task-clock}:u",
+    "page-faults",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def perf():
+    path = shutil.which("perf")
+    if not path or subprocess.run([path, "--version"], capture_output=True).returncode != 0:
+        pytest.skip("Linux perf is not installed (apt-get install linux-perf)")
+    return path
+
+
+def perf_record_attrs(perf: str, text: str, tmp) -> list[dict[str, int]]:
+    proc = subprocess.run(
+        [perf, "record", "-vv", "-o", str(tmp / "perf.data"), "-e", text, "--", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    events = parse_perf_vv(proc.stdout + proc.stderr, FIELDS)
+    # drop perf's own side-band event (software dummy with watermark set)
+    return [e for e in events if not (e["type"] == 1 and e["config"] == 9 and e["watermark"])]
+
+
+@pytest.fixture(scope="module")
+def perf_answers(perf, tmp_path_factory):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
+        n, text = item
+        return perf_record_attrs(perf, text, tmp_path_factory.mktemp(f"rec{n}"))
+
+    # perf record mostly waits for its side-band thread: run the corpus concurrently
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip(CORPUS, pool.map(one, enumerate(CORPUS))))
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_record_attr_matches_perf(perf_answers, text):
+    if text.startswith(("cycles", "{cycles", "L1", "r0", "cpu/")) and not _opens_cycles():
+        pytest.skip("perf record falls back to cpu-clock without a hardware PMU")
+    pmu_mod.clear_cache()
+    expected = perf_answers[text]
+    ours = [{k: int(getattr(a, k)) for k in FIELDS} for a in record_defaults(parse_events(text))]
+    assert ours == expected
+
+
+def _opens_cycles() -> bool:
+    from tests.conftest import hardware_pmu_reason
+
+    return hardware_pmu_reason() is None
