@@ -50,7 +50,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-B", "--big-num", dest="big_num", action="store_true", default=True, help="thousands separators (default)")
     p.add_argument("--no-big-num", dest="big_num", action="store_false", help="no thousands separators")
     p.add_argument("-i", "--no-inherit", action="store_true", help="do not count child tasks")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS]")
+    p.add_argument("workload", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS]")
 
 
 def _split_ints(text: str, what: str) -> list[int]:
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from ..counting import Counter, Workload
     from ..counting.statfmt import StatPrinter
 
-    command = list(args.command or [])
+    command = list(args.workload or [])
     if command and command[0] == "--":
         command = command[1:]
     targets = [bool(command), bool(args.pid), bool(args.tid)]

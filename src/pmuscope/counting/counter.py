@@ -359,6 +359,12 @@ class Counter:
             ev.error = str(err)
             return
         except errors.InvalidAttrError as err:
+            if group_fd >= 0 and self.tolerate_unsupported and (ci, ti) == (0, 0):
+                # perf stat: a member the PMU refuses is <not supported>; the rest of the group is read
+                # (and shows <not counted> if the kernel can never schedule it)
+                ev.supported = False
+                ev.error = str(err)
+                return
             if group_fd >= 0:
                 names = ",".join(e.name for e in self.groups[ev.group])
                 raise errors.InvalidAttrError(

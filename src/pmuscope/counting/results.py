@@ -161,7 +161,7 @@ class Counts:
         self._data = data
         self.timestamp_ns = timestamp_ns
         self.start_ns = start_ns
-        self._agg: dict[str, EventCount] | None = None
+        self._agg: list[EventCount] | None = None
 
     # -- raw data -----------------------------------------------------------
     @property
@@ -205,18 +205,17 @@ class Counts:
             error=L.errors[i],
         )
 
-    def _aggregate_all(self) -> dict[str, EventCount]:
+    def _aggregate_all(self) -> list[EventCount]:
         if self._agg is None:
             if self._data is None and self._raws is not None and len(self._raws) <= _PY_CELLS:
                 self._agg = self._aggregate_small()
             else:
                 data = self.data
                 scaled, counted = scale_cells(data)
-                self._agg = {name: self._make(i, data[i], scaled[i], counted[i])
-                             for i, name in enumerate(self.layout.names)}
+                self._agg = [self._make(i, data[i], scaled[i], counted[i]) for i in range(len(self.layout.names))]
         return self._agg
 
-    def _aggregate_small(self) -> dict[str, EventCount]:
+    def _aggregate_small(self) -> list[EventCount]:
         """The same sums and scaling as the numpy path, in plain Python: for a
         few read units this is far cheaper than building arrays."""
         L = self.layout
@@ -242,20 +241,21 @@ class Counts:
                 if r:
                     counted[i] = True
                     scaled[i] += v * e / r if r < e else float(v)
-        return {
-            name: EventCount(name, val[i], ena[i], run[i], scaled[i], bool(L.supported[i] and counted[i]),
-                             L.supported[i], L.units[i], L.scales[i], L.errors[i])
+        return [
+            EventCount(name, val[i], ena[i], run[i], scaled[i], bool(L.supported[i] and counted[i]),
+                       L.supported[i], L.units[i], L.scales[i], L.errors[i])
             for i, name in enumerate(L.names)
-        }
+        ]
 
     def __getitem__(self, name: str) -> EventCount:
         agg = self._aggregate_all()
-        if name in agg:
-            return agg[name]
-        for key, ev in agg.items():  # "cycles" finds "cycles:u"
-            if base_name(key) == name:
+        for ev in agg:
+            if ev.name == name:
                 return ev
-        raise KeyError(f"no event {name!r} in these counts (have {', '.join(agg)})")
+        for ev in agg:  # "cycles" finds "cycles:u"
+            if base_name(ev.name) == name:
+                return ev
+        raise KeyError(f"no event {name!r} in these counts (have {', '.join(e.name for e in agg)})")
 
     def __contains__(self, name: str) -> bool:
         try:
@@ -265,7 +265,7 @@ class Counts:
             return False
 
     def __iter__(self) -> Iterator[EventCount]:
-        return iter(self._aggregate_all().values())
+        return iter(self._aggregate_all())
 
     def __len__(self) -> int:
         return len(self.layout.names)
