@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from pmuscope.symbols import AddressSpace, DsoCache, ElfFile, Maps, Symbolizer
+from pmuscope.symbols import AddressSpace, DsoCache, ElfFile, KernelSymbols, Maps, Symbolizer
 from pmuscope.symbols.maps import PROT_EXEC
 
 
@@ -165,6 +165,21 @@ def main() -> None:
               f"({t_naive * 1e3:.0f} ms)")
         print(f"  ratio warm / naive: {t_naive / t_warm:.1f}x, cold / naive: "
               f"{t_naive / t_cold:.1f}x; {known:.1f}% of ips inside a symbol")
+
+    # kernel addresses through /proc/kallsyms
+    t0 = time.perf_counter()
+    ks = KernelSymbols.load()
+    t_ks = time.perf_counter() - t0
+    if ks.addresses_hidden or not ks.tables:
+        print(f"\nkallsyms: {ks.hidden_reason}; kernel benchmark skipped")
+        return
+    kt = ks.tables["[kernel.kallsyms]"]
+    print(f"\nkallsyms: {len(kt)} symbols parsed in {t_ks * 1e3:.0f} ms")
+    kips = rng.integers(int(kt.starts[0]), int(kt.ends[-1]), size=args.samples, dtype=np.uint64)
+    ks_sym = Symbolizer(Maps(), kernel=ks)
+    t_k, _ = timed(lambda: ks_sym.resolve_many(-1, kips), args.rounds)
+    print(f"  resolve_many of {len(kips)} kernel ips: {len(kips) / t_k / 1e6:.2f} M symbols/s "
+          f"({t_k * 1e3:.0f} ms)")
 
 
 if __name__ == "__main__":

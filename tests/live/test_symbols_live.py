@@ -133,6 +133,7 @@ def test_real_kallsyms():
     ks = KernelSymbols.load()
     if ks.addresses_hidden:
         pytest.skip("kallsyms addresses are hidden here (kptr_restrict / not root)")
+    assert ks.hidden_reason is None
     t = ks.tables["[kernel.kallsyms]"]
     assert len(t) > 1000
     by_addr = defaultdict(set)

@@ -235,10 +235,18 @@ def test_kallsyms_modules_and_symbolizer_dsos():
     assert r2.dso_names() == ["[kernel.kallsyms]"]
 
 
-def test_kallsyms_hidden_by_kptr_restrict():
+def test_kallsyms_hidden_by_kptr_restrict(tmp_path):
     text = b"".join(b"0000000000000000 T sym%d\n" % i for i in range(50))
     ks = KernelSymbols.parse(text)
     assert ks.addresses_hidden and not ks.tables
+    (tmp_path / "sys/kernel").mkdir(parents=True)
+    (tmp_path / "sys/kernel/kptr_restrict").write_text("1\n")
+    (tmp_path / "sys/kernel/perf_event_paranoid").write_text("2\n")
+    (tmp_path / "kallsyms").write_bytes(text)
+    loaded = KernelSymbols.load(str(tmp_path))
+    assert loaded.addresses_hidden
+    assert "kptr_restrict=1" in loaded.hidden_reason and "perf_event_paranoid=2" in loaded.hidden_reason
+    assert KernelSymbols.load(str(tmp_path / "none")).hidden_reason.endswith("is not readable")
     s = Symbolizer(Maps(), kernel=ks)
     assert s.resolve(-1, 0xFFFFFFFF81000000) == ("[kernel.kallsyms]", "[unknown]", 0xFFFFFFFF81000000)
 

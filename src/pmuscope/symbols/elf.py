@@ -373,15 +373,12 @@ class ElfFile:
         else:
             entry = plt.sh_entsize or 16
             header = entry
-        if self.elf64:
-            fmt, rsize, shift = ("QQq", 24, 32) if is_rela else ("QQ", 16, 32)
-        else:
-            fmt, rsize, shift = ("IIi", 12, 8) if is_rela else ("II", 8, 8)
-        count = rel.sh_size // rsize
-        data = self.read(rel.sh_offset, count * rsize, f"section {rel.name}")
-        rels = [struct.unpack_from(self.order + fmt, data, i * rsize) for i in range(count)]
+        rels = self._relocs(rel)
         if x86:  # IFUNC relocations are not in PLT order (perf sorts them too)
-            rels.sort(key=lambda r: r[0])
+            rels = rels[np.argsort(rels["r_offset"], kind="stable")]
+        count = len(rels)
+        sym_idx = (rels["r_info"] >> np.uint64(32 if self.elf64 else 8)).astype(np.int64)
+        addends = rels["r_addend"].astype(np.int64) if is_rela else np.zeros(count, np.int64)
         dyn = self.symbols(self.sections[rel.sh_link].name)
         if dyn is None:
             return []
@@ -393,14 +390,26 @@ class ElfFile:
         else:
             addr = plt.sh_addr + header
         out = []
-        for r in rels:
-            idx = r[1] >> shift
-            name = dyn.name(idx) if 0 < idx < len(dyn) else ""
-            out.append((addr, entry, f"{name}@plt" if name else "", r[2] if is_rela else 0))
+        n_dyn = len(dyn)
+        for idx, add in zip(sym_idx.tolist(), addends.tolist()):
+            name = dyn.name(idx) if 0 < idx < n_dyn else ""
+            out.append((addr, entry, f"{name}@plt" if name else "", add))
             addr += entry
         if x86 and self.elf64:
             out += self._plt_got_symbols(dyn)
         return out
+
+    def _relocs(self, sec: Section) -> np.ndarray:
+        """A SHT_RELA/SHT_REL section as a structured array (r_offset, r_info[, r_addend])."""
+        o, w = self.order, ("u8" if self.elf64 else "u4")
+        fields = [("r_offset", o + w), ("r_info", o + w)]
+        if sec.sh_type == SHT_RELA:
+            fields.append(("r_addend", o + ("i8" if self.elf64 else "i4")))
+        dt = np.dtype(fields)
+        count = sec.sh_size // dt.itemsize
+        data = self.read(sec.sh_offset, count * dt.itemsize, f"section {sec.name}")
+        return np.frombuffer(data, dtype=dt).astype(
+            [(name, "i8" if name == "r_addend" else "u8") for name, _ in fields])
 
     def _plt_got_symbols(self, dyn: RawSymbols) -> list[tuple[int, int, str, int]]:
         # .plt.got entries jump through a GOT slot filled by a GLOB_DAT relocation
@@ -411,12 +420,9 @@ class ElfFile:
         if sec is None or rela is None or sec.sh_type == SHT_NOBITS or not sec.sh_size:
             return []
         entry = sec.sh_entsize or 8
-        count = rela.sh_size // 24
-        data = self.read(rela.sh_offset, count * 24, "section .rela.dyn")
-        slot_sym = {}
-        for off, info, _add in struct.iter_unpack(self.order + "QQq", data):
-            if info & 0xFFFFFFFF == R_X86_64_GLOB_DAT:
-                slot_sym[off] = info >> 32
+        rels = self._relocs(rela)
+        glob = rels[(rels["r_info"] & np.uint64(0xFFFFFFFF)) == R_X86_64_GLOB_DAT]
+        slot_sym = dict(zip(glob["r_offset"].tolist(), (glob["r_info"] >> np.uint64(32)).tolist()))
         code = self.section_data(sec)
         out = []
         for pos in range(0, len(code) - entry + 1, entry):

@@ -58,6 +58,20 @@ def parse_modules(text: str) -> list[ModuleRange]:
     return out
 
 
+def _hidden_reason(procfs_root: str) -> str:
+    def read(name: str) -> str:
+        try:
+            with open(os.path.join(procfs_root, "sys", "kernel", name)) as f:
+                return f.read().strip()
+        except OSError:
+            return "?"
+
+    return (f"kernel symbols are hidden: {procfs_root}/kallsyms shows every address as 0 "
+            f"(kernel.kptr_restrict={read('kptr_restrict')}, "
+            f"kernel.perf_event_paranoid={read('perf_event_paranoid')}); run as root, or set "
+            "kptr_restrict=0 and perf_event_paranoid<=1, to see kernel symbols")
+
+
 @dataclass
 class KernelSymbols:
     """Kernel and module symbols, one :class:`SymbolTable` each.
@@ -72,6 +86,8 @@ class KernelSymbols:
     addresses_hidden: bool = False
     kernel_start: int = 0
     kernel_end: int = 0
+    #: why kernel addresses cannot be resolved (None when they can)
+    hidden_reason: str | None = None
 
     @classmethod
     def load(cls, procfs_root: str = "/proc") -> "KernelSymbols":
@@ -89,7 +105,12 @@ class KernelSymbols:
                 modules = f.read()
         except OSError:
             modules = ""
-        return cls.parse(kallsyms, modules)
+        self = cls.parse(kallsyms, modules)
+        if self.addresses_hidden:
+            self.hidden_reason = _hidden_reason(procfs_root)
+        elif not self.tables:
+            self.hidden_reason = f"{os.path.join(procfs_root, 'kallsyms')} is not readable"
+        return self
 
     @classmethod
     def parse(cls, kallsyms: bytes | str, modules: str = "") -> "KernelSymbols":
@@ -127,6 +148,8 @@ class KernelSymbols:
             entry[1].append(parts[2].decode("utf-8", "replace"))
         self = cls(modules=mods)
         self.addresses_hidden = total > 0 and zero == total
+        if self.addresses_hidden:
+            self.hidden_reason = "kallsyms shows every address as 0 (kptr_restrict)"
         limits = {m.dso: m.start + m.size for m in mods}
         for dso, (addrs, names) in per_dso.items():
             limit = limits.get(dso)
