@@ -258,13 +258,19 @@ class _Parser:
                 spos,
                 UnknownEventError,
             )
+        events_dir = os.path.join(tracefs, "events")
+        if not os.access(tracefs, os.R_OK | os.X_OK) or not os.access(events_dir, os.R_OK | os.X_OK):
+            raise self.error(
+                f"tracepoint {subsys}:{name}: cannot read {events_dir} (permission denied; tracefs is root-only "
+                "by default: run as root, or remount it with mode=755 / a gid you belong to)",
+                spos,
+                UnknownEventError,
+            )
         found = tracepoints.expand(tracefs, subsys, name)
         if not found:
             known = os.path.isdir(os.path.join(tracefs, "events", subsys)) or any(c in subsys for c in "*?[")
             if not known:
                 raise self.error(f"unknown tracepoint subsystem {subsys!r} (see {tracefs}/events)", spos, UnknownEventError)
-            if not os.access(os.path.join(tracefs, "events"), os.R_OK | os.X_OK):
-                raise self.error(f"cannot read {tracefs}/events: permission denied", npos, UnknownEventError)
             raise self.error(f"unknown tracepoint {subsys}:{name}", npos, UnknownEventError)
         out = []
         for sys_, ev, tid in found:

@@ -14,6 +14,10 @@ def find_tracefs(sysfs_root: str = "/sys") -> str | None:
         path = os.path.join(sysfs_root, rel)
         if os.path.isdir(os.path.join(path, "events")):
             return path
+    # tracefs is root-only (mode 0700) by default: report it rather than "not mounted"
+    path = os.path.join(sysfs_root, "kernel/tracing")
+    if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+        return path
     return None
 
 

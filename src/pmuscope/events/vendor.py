@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import PmuscopeError
-from .cpuid import CpuIdentity, read_cpu_identity
+from .cpuid import CpuIdentity, perf_cpuid_matches, read_cpu_identity
 from .pmu import PMU, Alias
 
 ENV_DIR = "PMUSCOPE_EVENTS_DIR"
@@ -174,13 +174,7 @@ def match_mapfile(events_dir: str, cpuid: str) -> str | None:
                     continue
                 if len(row) >= 4 and row[3].strip() not in ("core", ""):
                     continue
-                pattern = row[0].strip().replace("[[:xdigit:]]", "[0-9A-Fa-f]")
-                try:
-                    m = re.match(pattern, cpuid, re.IGNORECASE if cpuid.startswith("0x") else 0)
-                except re.error:
-                    continue
-                # the regex must cover the CPUID, or all of it but the stepping
-                if m and (m.end() == len(cpuid) or cpuid[m.end()] == "-"):
+                if perf_cpuid_matches(row[0].strip(), cpuid):
                     return os.path.join(base, row[2].strip())
     return None
 
@@ -207,11 +201,12 @@ def load_for_cpu(events_dir: str, identity: CpuIdentity | None = None) -> Vendor
     ``*.json`` files directly is used as the model directory."""
     events_dir = os.fspath(events_dir)
     identity = identity or read_cpu_identity()
+    cpuid = identity.perf_cpuid or ""
     if not _mapfiles(events_dir):
         if any(n.endswith(".json") for n in os.listdir(events_dir)):
-            return VendorEvents.load(events_dir, identity.perf_cpuid)
+            return VendorEvents.load(events_dir, cpuid)
         return None
-    model_dir = match_mapfile(events_dir, identity.perf_cpuid)
+    model_dir = match_mapfile(events_dir, cpuid)
     if model_dir is None or not os.path.isdir(model_dir):
         return None
     return VendorEvents.load(model_dir, identity.perf_cpuid)
