@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,13 @@ from pmuscope.system.doctor import (
     summarize,
 )
 
-TOPO = Path(__file__).resolve().parent.parent / "data" / "topology"
+from .test_system import TOPO, unpacked
 
 
 @pytest.fixture(scope="module")
-def archives(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("doctor")
-    for name in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1"):
-        with tarfile.open(TOPO / f"{name}.tar.gz") as tar:
-            tar.extractall(base)
-    return base
+def archives() -> dict[str, Path]:
+    """The unpacked synthesized trees by name (read-only)."""
+    return {n: unpacked(n) for n in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")}
 
 
 @pytest.fixture
@@ -62,7 +58,7 @@ def write(root: Path, rel: str, text: str) -> None:
 
 
 def test_every_check_has_a_valid_status_and_fix_when_not_ok(archives, kvm):
-    roots = [kvm] + [archives / n for n in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")]
+    roots = [kvm] + [archives[n] for n in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")]
     for root in roots:
         checks = diagnose(str(root))
         assert len({c.name for c in checks}) == len(checks)
@@ -119,7 +115,7 @@ def test_capabilities_bypass_paranoid(kvm, cap):
 
 
 def test_root_without_capabilities_is_not_privileged(archives):
-    c = by_name(diagnose(str(archives / "intel-spr-2s-cxl-4node")))
+    c = by_name(diagnose(str(archives["intel-spr-2s-cxl-4node"])))
     assert c["privileges"].status == "warn" and "capabilities were dropped" in c["privileges"].summary
     assert c["perf_event_paranoid"].status == "warn"
     assert c["container"].status == "warn" and "seccomp" in c["container"].fix
@@ -129,7 +125,7 @@ def test_root_without_capabilities_is_not_privileged(archives):
 
 
 def test_bare_metal_intel(archives):
-    c = by_name(diagnose(str(archives / "intel-clx-2s-2node")))
+    c = by_name(diagnose(str(archives["intel-clx-2s-2node"])))
     assert c["virtualization"].status == "ok" and "PowerEdge" in c["virtualization"].detail
     assert c["container"].status == "ok"
     assert c["nmi_watchdog"].status == "warn" and c["nmi_watchdog"].fix == "sysctl -w kernel.nmi_watchdog=0 while measuring"
@@ -142,7 +138,7 @@ def test_bare_metal_intel(archives):
 
 
 def test_arm_cloud_vm(archives):
-    c = by_name(diagnose(str(archives / "arm-graviton3-neoverse-v1")))
+    c = by_name(diagnose(str(archives["arm-graviton3-neoverse-v1"])))
     assert c["virtualization"].status == "warn" and c["virtualization"].data["kind"].startswith("Amazon EC2")
     assert c["pmus"].data["core"] == ["armv8_pmuv3_0"]
     assert c["rdpmc"].status == "warn" and c["rdpmc"].fix == "sysctl -w kernel.perf_user_access=1"
@@ -273,7 +269,7 @@ def test_summarize():
 
 
 def test_doctor_command(archives, capsys):
-    root = str(archives / "intel-clx-2s-2node")
+    root = str(archives["intel-clx-2s-2node"])
     assert main(["doctor", "--root", root]) == 0
     out = capsys.readouterr().out
     assert "WARN    nmi_watchdog" in out and "fix: sysctl -w kernel.nmi_watchdog=0" in out

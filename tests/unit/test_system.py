@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,15 +29,30 @@ TOPO = Path(__file__).resolve().parent.parent / "data" / "topology"
 ARCHIVES = ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")
 
 
+def unpacked(name: str) -> Path:
+    """The synthesized tree ``name``, unpacked once per archive content into the
+    temp directory and reused (read-only use; tests that modify copy it)."""
+    archive = TOPO / f"{name}.tar.gz"
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
+    dest = Path(tempfile.gettempdir()) / f"pmuscope-topology-{os.getuid()}-{digest}"
+    if not (dest / name).is_dir():
+        staging = Path(tempfile.mkdtemp(prefix="pmuscope-topology-"))
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging)
+        dest.mkdir(exist_ok=True)
+        try:
+            os.rename(staging / name, dest / name)  # atomic: a parallel run sees all or nothing
+        except OSError:
+            pass  # another run got there first
+    return dest / name
+
+
 @pytest.fixture(scope="module")
-def roots(tmp_path_factory) -> dict[str, str]:
+def roots() -> dict[str, str]:
     """Every fixture tree by name: the synthesized ones unpacked from their archives."""
     out = {"kvm-amd-zen5-1node": str(TOPO / "kvm-amd-zen5-1node")}
-    base = tmp_path_factory.mktemp("topology")
     for name in ARCHIVES:
-        with tarfile.open(TOPO / f"{name}.tar.gz") as tar:
-            tar.extractall(base)
-        out[name] = str(base / name)
+        out[name] = str(unpacked(name))
     return out
 
 
@@ -170,6 +188,40 @@ def test_identity_amd_extended_family(tmp_path):
     ident = read_cpu_identity(str(tmp_path))
     assert ident.perf_cpuid == "AuthenticAMD-25-11-1"  # Genoa, as perf prints it
     assert ident.signature == 0xA10F11
+
+
+# mapfile.csv keys as they appear in tools/perf/pmu-events/arch/{x86,arm64}/mapfile.csv
+@pytest.mark.parametrize(
+    "key, cpuid, matches",
+    [
+        ("GenuineIntel-6-55-[01234]", "GenuineIntel-6-55-7", False),  # skylakex
+        ("GenuineIntel-6-55-[56789ABCDEF]", "GenuineIntel-6-55-7", True),  # cascadelakex
+        ("GenuineIntel-6-8F", "GenuineIntel-6-8F-8", True),  # no stepping in the key: ignored
+        ("GenuineIntel-6-8[CD]", "GenuineIntel-6-8F-8", False),
+        ("GenuineIntel-6-8[CD]", "GenuineIntel-6-8D-1", True),
+        ("GenuineIntel-6-55-[56789ABCDEF]", "GenuineIntel-6-55", False),  # a full key needs a full CPUID
+        ("AuthenticAMD-25-([245][[:xdigit:]]|[[:xdigit:]])", "AuthenticAMD-25-11-1", False),  # zen3 key, Genoa
+        ("AuthenticAMD-25-([245][[:xdigit:]]|[[:xdigit:]])", "AuthenticAMD-25-21-0", True),  # zen3 (Vermeer)
+        ("AuthenticAMD-25-[[:xdigit:]]+", "AuthenticAMD-25-11-1", True),  # zen4
+        ("AuthenticAMD-26-[[:xdigit:]]+", "AuthenticAMD-26-2-1", True),  # zen5: this machine
+        ("AuthenticAMD-23-[[:xdigit:]]+", "AuthenticAMD-26-2-1", False),
+        ("0x00000000410fd400", "0x00000000411fd401", True),  # neoverse-v1 key, Graviton3 r1p1
+        ("0x00000000410fd0c0", "0x00000000411fd401", False),  # neoverse-n1 key
+        ("0x00000000413fd0c1", "0x00000000411fd0c1", False),  # the CPU's r1p1 is older than the key's r3p1
+        ("0x00000000413fd0c1", "0x00000000413fd0c2", True),
+    ],
+)
+def test_perf_mapfile_matching(key, cpuid, matches):
+    from pmuscope.system import perf_cpuid_matches
+
+    assert perf_cpuid_matches(key, cpuid) is matches
+
+
+def test_identity_selects_mapfile_rows(roots):
+    assert read_cpu_identity(roots["kvm-amd-zen5-1node"]).matches_perf_mapfile("AuthenticAMD-26-[[:xdigit:]]+")
+    assert read_cpu_identity(roots["intel-clx-2s-2node"]).matches_perf_mapfile("GenuineIntel-6-55-[56789ABCDEF]")
+    assert read_cpu_identity(roots["arm-graviton3-neoverse-v1"]).matches_perf_mapfile("0x00000000410fd400")
+    assert not read_cpu_identity(roots["arm-graviton3-neoverse-v1"]).matches_perf_mapfile("0x00000000410fd490")
 
 
 # -- topology ---------------------------------------------------------------------

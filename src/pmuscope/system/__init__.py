@@ -6,7 +6,7 @@ Every reader takes ``root`` ("/" by default) and reads ``<root>/sys/...`` and
 """
 
 from ._fs import format_cpulist, parse_cpulist, parse_cpumask
-from .identity import CpuIdentity, Midr, read_cpu_identity, read_midr
+from .identity import CpuIdentity, Midr, perf_cpuid_matches, read_cpu_identity, read_midr
 from .topology import (
     Cache,
     Core,
@@ -36,6 +36,7 @@ __all__ = [
     "format_cpulist",
     "parse_cpulist",
     "parse_cpumask",
+    "perf_cpuid_matches",
     "read_caches",
     "read_cpu_identity",
     "read_cpu_lists",

@@ -18,6 +18,7 @@ On arm64 the kernel exports each CPU's ``MIDR_EL1`` at
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -205,6 +206,12 @@ class CpuIdentity:
             return None
         return f"{self.vendor},{self.family},{self.model},{self.stepping or 0}"
 
+    def matches_perf_mapfile(self, mapcpuid: str) -> bool:
+        """Whether a key of perf's ``pmu-events/arch/<arch>/mapfile.csv``
+        selects this CPU, with perf's rules (see :func:`perf_cpuid_matches`)."""
+        cpuid = self.perf_cpuid
+        return cpuid is not None and perf_cpuid_matches(mapcpuid, cpuid)
+
     @property
     def description(self) -> str:
         if self.midr is not None:
@@ -223,6 +230,47 @@ class CpuIdentity:
             description=self.description,
         )
         return d
+
+
+_POSIX_CLASSES = {
+    "[:xdigit:]": "0-9A-Fa-f",
+    "[:digit:]": "0-9",
+    "[:alpha:]": "A-Za-z",
+    "[:alnum:]": "0-9A-Za-z",
+    "[:upper:]": "A-Z",
+    "[:lower:]": "a-z",
+}
+
+
+def perf_cpuid_matches(mapcpuid: str, cpuid: str) -> bool:
+    """perf's ``strcmp_cpuid_str()`` == 0, for a mapfile.csv key and a CPUID string.
+
+    x86 (tools/perf/arch/x86/util/header.c): the key is a POSIX extended
+    regex that must match the whole CPUID; when the key has no stepping
+    (fewer than three ``-``) the CPUID's stepping is ignored.
+    arm64 (tools/perf/arch/arm64/util/header.c): MIDRs compare equal without
+    variant/revision, and the CPU's rNpM must be >= the key's."""
+    if mapcpuid.startswith("0x") and cpuid.startswith("0x"):
+        try:
+            key, mine = int(mapcpuid, 16), int(cpuid, 16)
+        except ValueError:
+            return False
+        mask = ~0x00F0000F
+        if key & mask != mine & mask:
+            return False
+        return (mine >> 20 & 0xF, mine & 0xF) >= (key >> 20 & 0xF, key & 0xF)
+    full_key, full_id = mapcpuid.count("-") == 3, cpuid.count("-") == 3
+    if full_key and not full_id:
+        return False
+    pattern = mapcpuid
+    for posix, py in _POSIX_CLASSES.items():
+        pattern = pattern.replace(posix, py)
+    target = cpuid[: cpuid.rindex("-")] if full_id and not full_key else cpuid
+    try:
+        # POSIX takes the longest leftmost match; a full match exists iff fullmatch finds one
+        return re.fullmatch(pattern, target) is not None
+    except re.error:
+        return False
 
 
 def _cpuinfo_blocks(text: str) -> list[dict[str, str]]:
