@@ -61,7 +61,7 @@ def test_real_perf_data_record_counts_match_perf(name):
         pytest.skip(f"shared fixture {path} is absent")
     table, data, base = read_file_mode(path)
     stats = DecodeStats()
-    items = list(decode(data, table, base_offset=base, stats=stats))
+    items = list(decode(data, table, base_offset=base, stats=stats, auxtrace_inline=True))
     samples, lost_samples, total = PERF_STATS[name]
     assert stats.samples == samples
     assert stats.records.get(R.LOST_SAMPLES, 0) == lost_samples
@@ -129,12 +129,12 @@ def test_vectorized_and_struct_loop_paths_agree_on_real_files(name, monkeypatch)
     table, data, base = read_file_mode(path)
 
     def run():
-        parts = [i for i in decode(data, table, base_offset=base) if isinstance(i, SampleBatch)]
+        parts = [i for i in decode(data, table, base_offset=base, auxtrace_inline=True) if isinstance(i, SampleBatch)]
         b = SampleBatch.concat(parts)
         return [b.sample(i) for i in range(len(b))]
 
     fast = run()
-    monkeypatch.setattr(dec, "_walk_vectorized", lambda buf: None)
+    monkeypatch.setattr(dec, "_walk_vectorized", lambda buf, inline=False: None)
 
     def unaligned(*a, **k):
         raise smp._Unaligned

@@ -41,9 +41,11 @@ to a ``struct`` loop (:func:`parse_sample`) with the same result.
     * :class:`UserRecord` — record types >= 64 that perf itself writes
       (FINISHED_ROUND, ID_INDEX, HEADER_ATTR, ...), passed through raw so the
       perf.data layer can act on them. Pass ``user_records=False`` to skip them.
-      PERF_RECORD_AUXTRACE is followed in perf.data by AUX bytes that its
-      header.size does not cover; the decoder skips them and hands them over
-      as ``UserRecord.payload``.
+      In perf.data, PERF_RECORD_AUXTRACE is followed by AUX bytes that its
+      header.size does not cover: chunks leave those payloads out (the
+      perf.data reader's ``raw_chunks()`` does), or pass
+      ``auxtrace_inline=True`` for a raw data section and the decoder skips
+      them and hands them over as ``UserRecord.payload``.
 
     Record types below 64 that this decoder does not know are skipped by their
     size and counted in ``stats.unknown`` (as perf does).

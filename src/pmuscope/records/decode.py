@@ -63,7 +63,7 @@ def _bad_size(offset: int, rtype: int, size: int, left: int) -> errors.FormatErr
     return errors.FormatError(f"malformed record (type {rtype}) at byte offset {offset}: {what}", offset=offset)
 
 
-def _walk(buf: Chunk, base_offset: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+def _walk(buf: Chunk, base_offset: int, auxtrace_inline: bool = False) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
     """Record boundaries by following header.size, one record at a time."""
     n = len(buf)
     sample_offs: list[int] = []
@@ -84,7 +84,7 @@ def _walk(buf: Chunk, base_offset: int) -> tuple[np.ndarray, np.ndarray, list[tu
             append_size(size)
         else:
             side.append((off, t, misc, size))
-            if t == _AUXTRACE:
+            if t == _AUXTRACE and auxtrace_inline:
                 # perf's PERF_RECORD_AUXTRACE is followed by u64 size bytes of
                 # AUX data that header.size does not cover (tools/perf/util/auxtrace.c)
                 if size < 16:
@@ -99,7 +99,7 @@ def _walk(buf: Chunk, base_offset: int) -> tuple[np.ndarray, np.ndarray, list[tu
     return np.array(sample_offs, dtype=np.int64), np.array(sample_sizes, dtype=np.int64), side
 
 
-def _walk_vectorized(buf: Chunk):
+def _walk_vectorized(buf: Chunk, auxtrace_inline: bool = False):
     """Record boundaries without a Python loop per record, or None.
 
     Every 8-byte word whose top 16 bits (``header.size``) are a non-zero
@@ -123,7 +123,7 @@ def _walk_vectorized(buf: Chunk):
             return None
     heads = W[cand]
     types = (heads & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    if (types == _AUXTRACE).any():
+    if auxtrace_inline and (types == _AUXTRACE).any():
         return None  # its payload is not made of records: walk one by one
     is_sample = types == _SAMPLE
     offs = cand * 8
@@ -165,6 +165,7 @@ def decode(
     stats: DecodeStats | None = None,
     user_records: bool = True,
     unknown_records: bool = False,
+    auxtrace_inline: bool = False,
 ) -> Iterator[object]:
     """Decode a chunk of whole records; yield :class:`SampleBatch` runs and
     side-band dataclasses in record order (see the package docstring).
@@ -172,17 +173,22 @@ def decode(
     ``user_records``: yield perf's own record types (>= 64) as
     :class:`UserRecord`; ``unknown_records``: yield an :class:`UnknownRecord`
     for each skipped unknown kernel record (they are always counted).
+    ``auxtrace_inline``: the chunk is a raw perf.data data section in which
+    each PERF_RECORD_AUXTRACE is followed by its AUX payload (not covered by
+    header.size); the payload is skipped and handed over as
+    ``UserRecord.payload``. By default chunks hold records only (the perf.data
+    reader's ``raw_chunks()`` leaves the payloads out).
     """
     if stats is None:
         stats = DecodeStats()
     buf = _as_bytes_view(buf)
     n = len(buf)
     stats.bytes += n
-    walked = _walk_vectorized(buf) if n % 8 == 0 and n >= 8 else None
+    walked = _walk_vectorized(buf, auxtrace_inline) if n % 8 == 0 and n >= 8 else None
     if walked is not None:
         sample_arr, size_arr, side = walked
     else:
-        sample_arr, size_arr, side = _walk(buf, base_offset)
+        sample_arr, size_arr, side = _walk(buf, base_offset, auxtrace_inline)
 
     batch: SampleBatch | None = None
     if len(sample_arr):
@@ -205,7 +211,7 @@ def decode(
         if t >= _USER_START:
             if user_records:
                 payload = None
-                if t == _AUXTRACE:
+                if t == _AUXTRACE and auxtrace_inline:
                     (plen,) = struct.unpack_from("<Q", buf, off + 8)
                     payload = bytes(buf[off + size : off + size + plen])
                 yield UserRecord(base_offset + off, t, misc, bytes(buf[off : off + size]), payload)
