@@ -236,7 +236,7 @@ class ParquetWriter(Writer):
             if kind == "f64":
                 arrays.append(pa.array(data.astype(np.float64), from_pandas=True))  # NaN -> null
             elif kind == "str":
-                arrays.append(pa.array([str(v) for v in data.tolist()]).dictionary_encode())
+                arrays.append(pa.array(data, type=pa.string()).dictionary_encode())
             else:
                 arrays.append(pa.array(data, type=self._arrow_schema.field(name).type))
         self._w.write_table(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
