@@ -224,3 +224,26 @@ def test_vendor_dir_from_environment(monkeypatch):
         assert one("MEM_LOAD_RETIRED.L3_HIT", INTEL).attr.config == 0x04D1
     finally:
         vendor._ENV_CACHE.clear()
+
+
+def test_arm_arch_std_events_are_merged(tmp_path):
+    """Arm tables list ``{"ArchStdEvent": "L1D_CACHE"}`` and take the encoding
+    from the architecture's common file (perf's jevents.py)."""
+    import json
+
+    arch = tmp_path / "arm64"
+    (arch / "arm" / "neoverse-n1").mkdir(parents=True)
+    (arch / "mapfile.csv").write_text("Family-model,Version,Filename,EventType\n0x00000000410fd0c0,v1,arm/neoverse-n1,core\n")
+    (arch / "common-and-microarch.json").write_text(json.dumps([
+        {"EventCode": "0x04", "EventName": "L1D_CACHE", "BriefDescription": "Level 1 data cache access"},
+        {"EventCode": "0x11", "EventName": "CPU_CYCLES", "BriefDescription": "Cycle"},
+    ]))  # fmt: skip
+    (arch / "arm" / "neoverse-n1" / "l1d_cache.json").write_text(json.dumps([
+        {"ArchStdEvent": "L1D_CACHE", "PublicDescription": "Counts level 1 data cache accesses"},
+        {"ArchStdEvent": "NOT_IN_COMMON"},
+    ]))  # fmt: skip
+    table = load_for_cpu(str(arch), read_cpu_identity(ARM))
+    assert table is not None and set(table.events) == {"l1d_cache"}
+    assert table.events["l1d_cache"].desc == "Level 1 data cache access"
+    spec = one("L1D_CACHE", ARM, vendor_tables=table)
+    assert (spec.pmu, spec.attr.type, spec.attr.config) == ("armv8_pmuv3_0", 8, 0x04)

@@ -103,9 +103,13 @@ class VendorEvents:
     cpuid: str = ""
 
     @classmethod
-    def load(cls, model_dir: str, cpuid: str = "") -> "VendorEvents":
-        """Load every ``*.json`` event file in ``model_dir`` (metric files are skipped)."""
+    def load(cls, model_dir: str, cpuid: str = "", arch_std: dict[str, dict] | None = None) -> "VendorEvents":
+        """Load every ``*.json`` event file in ``model_dir`` (metric files are
+        skipped). Entries that only name an ``ArchStdEvent`` (Arm) are filled
+        in from ``arch_std`` (the architecture's common events by name), the
+        entry's own fields taking precedence, as perf's jevents.py does."""
         table = cls(os.fspath(model_dir), cpuid=cpuid)
+        arch_std = arch_std or {}
         try:
             names = sorted(os.listdir(model_dir))
         except OSError as err:
@@ -123,6 +127,11 @@ class VendorEvents:
                 continue
             topic = fname[:-5]
             for ev in data:
+                if isinstance(ev, dict) and "ArchStdEvent" in ev:
+                    std = arch_std.get(str(ev["ArchStdEvent"]).upper())
+                    if std is None:
+                        continue
+                    ev = {**std, **{k: v for k, v in ev.items() if k != "ArchStdEvent"}}
                 if not isinstance(ev, dict) or "EventName" not in ev or "MetricName" in ev:
                     continue
                 name = str(ev["EventName"])
@@ -209,7 +218,33 @@ def load_for_cpu(events_dir: str, identity: CpuIdentity | None = None) -> Vendor
     model_dir = match_mapfile(events_dir, cpuid)
     if model_dir is None or not os.path.isdir(model_dir):
         return None
-    return VendorEvents.load(model_dir, identity.perf_cpuid)
+    return VendorEvents.load(model_dir, cpuid, arch_std_events(model_dir))
+
+
+def arch_std_events(model_dir: str) -> dict[str, dict]:
+    """The architecture-standard events (Arm's ``common-and-microarch.json``,
+    ``recommended.json`` ...): the JSON files of the directory holding
+    ``mapfile.csv`` above ``model_dir``, by upper-cased EventName."""
+    out: dict[str, dict] = {}
+    d = os.path.dirname(os.path.abspath(model_dir))
+    for _ in range(3):
+        if os.path.isfile(os.path.join(d, "mapfile.csv")):
+            break
+        d = os.path.dirname(d)
+    else:
+        return out
+    for fname in sorted(os.listdir(d)):
+        if not fname.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(d, fname), encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for ev in data if isinstance(data, list) else []:
+            if isinstance(ev, dict) and "EventName" in ev:
+                out[str(ev["EventName"]).upper()] = ev
+    return out
 
 
 _ENV_CACHE: dict[str, VendorEvents | None] = {}
