@@ -648,3 +648,16 @@ def test_payload_words_that_look_like_headers_do_not_confuse_the_walk():
     # a chain that leads nowhere falls back to the record-by-record walk, same result
     odd = sample(attr, ip=99, pid=1, tid=1, raw=b"abcd") + buf
     assert one_batch(odd, table).ip.tolist() == [99] + list(range(20))
+
+
+def test_auxtrace_payload_inline_or_left_out():
+    table = sideband_table()
+    # PERF_RECORD_AUXTRACE: {u64 size, offset, reference; u32 idx, tid, cpu, reserved}, then `size` AUX bytes
+    aux = rec(R.AUXTRACE, q(16, 0, 0) + struct.pack("<IIII", 0, 2, 1, 0))
+    after = rec(R.LOST_SAMPLES, q(1) + tr())
+    items = list(decode(aux + after, table))  # payload left out, as the perf.data reader's chunks do
+    assert isinstance(items[0], UserRecord) and items[0].payload is None and isinstance(items[1], LostSamples)
+    items = list(decode(aux + b"P" * 16 + after, table, auxtrace_inline=True))
+    assert items[0].payload == b"P" * 16 and isinstance(items[1], LostSamples)
+    with pytest.raises(FormatError, match="AUX payload runs past the end"):
+        list(decode(aux + b"P" * 8, table, auxtrace_inline=True))
