@@ -331,3 +331,23 @@ def test_apply_decoded_sideband_records(bins):
     assert s.resolve(51, 0xFFFFFFFFC0001010)[1] == "[unknown]"
     maps.apply(types.Comm(0, abi.PERF_RECORD_MISC_COMM_EXEC, None, 51, 51, "sh"))
     assert s.resolve(51, ip)[1] == "[unknown]"
+
+
+def test_rebuilt_or_deleted_binary_found_by_build_id(bins, tmp_path):
+    # the recording saw demo_nopie (its build-id in MMAP2); on disk the path now
+    # holds another binary, or nothing: the debug file with that build-id is used
+    elf = ElfFile.open(bins["demo_nopie"])
+    beta = nm_addr(bins["demo_nopie"], "beta")
+    replaced = tmp_path / "demo"
+    replaced.write_bytes(bins["demo_pie"].read_bytes())
+    for path in (str(replaced), str(tmp_path / "gone"), str(tmp_path / "gone") + " (deleted)"):
+        maps = Maps()
+        for seg in elf.load_segments:
+            start = seg.p_vaddr & ~(PAGE - 1)
+            maps.mmap2(1, start, ((seg.p_vaddr + seg.p_memsz + PAGE - 1) & ~(PAGE - 1)) - start,
+                       seg.p_offset & ~(PAGE - 1), path, build_id=bytes.fromhex(elf.build_id))
+        s = Symbolizer(maps, kernel=False, debug_root=str(bins["debug_root"]))
+        assert sym(s, 1, beta + 2)[1:] == ("beta", 2), path
+    # without a matching file the rebuilt binary is still used (perf warns and does the same)
+    s = Symbolizer(maps, kernel=False, debug_root="/nonexistent")
+    assert s.cache.get(str(replaced), elf.build_id).build_id != elf.build_id

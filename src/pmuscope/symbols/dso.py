@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import FormatError
-from .elf import ET_EXEC, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile, RawSymbols
+from .elf import ET_EXEC, PF_X, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile, RawSymbols
 from .table import SymbolTable
 
 DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
@@ -77,11 +77,31 @@ class ElfDso:
     def is_exec(self) -> bool:
         return self.elf is not None and self.elf.e_type == ET_EXEC
 
+    @property
+    def debug_only(self) -> bool:
+        """True when the file is a separate debug file (found by build-id alone):
+        its code segments are NOBITS, so their ``p_offset`` means nothing."""
+        if self.elf is None:
+            return False
+        text = [s for s in self.elf.load_segments if s.p_flags & PF_X]
+        return bool(text) and all(s.p_filesz == 0 and s.p_memsz > 0 for s in text)
+
     def file_offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
         """Link-time addresses (the ones in the symbol table) of file offsets."""
         if self.elf is None:
             return np.asarray(offsets, dtype=np.uint64)
         return self.elf.offset_to_vaddr(offsets)
+
+    def map_to_vaddr(self, ips: np.ndarray, start: int, pgoff: int) -> np.ndarray:
+        """Link-time addresses of ``ips`` in a mapping ``[start, ...)`` of this
+        file at ``pgoff``. For a debug-only file the mapping is taken to begin
+        at the page of the executable segment (the loader maps it that way)."""
+        ips = np.asarray(ips, dtype=np.uint64)
+        if self.debug_only:
+            text = min((s for s in self.elf.load_segments if s.p_flags & PF_X),
+                       key=lambda s: s.p_vaddr)
+            return ips - np.uint64(start) + np.uint64(text.p_vaddr & ~0xFFF)
+        return self.file_offset_to_vaddr(ips - np.uint64(start) + np.uint64(pgoff))
 
 
 def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
@@ -184,17 +204,37 @@ class DsoCache:
         self.parsed = 0
 
     def get(self, path: str, expect_build_id: str | None = None) -> ElfDso | None:
+        """The DSO for ``path``. With ``expect_build_id`` (from an MMAP2 record)
+        a file that is gone or was rebuilt since the recording gives way to the
+        matching file in the build-id cache or the debug directory, as perf does."""
+        dso = self._get_file(path, expect_build_id)
+        if expect_build_id and (dso is None or (dso.build_id and dso.build_id != expect_build_id)):
+            alt = self.by_build_id(expect_build_id)
+            if alt is not None:
+                return alt
+        return dso
+
+    def by_build_id(self, build_id: str) -> ElfDso | None:
+        """A DSO found by build-id alone (``BUILDID_DIR/.build-id/xx/yyyy/{elf,debug}``,
+        ``DEBUG_ROOT/.build-id/xx/yyyy.debug``) whose build-id matches, or None."""
+        if len(build_id) < 3:
+            return None
+        cands = []
+        if self.buildid_dir:
+            base = os.path.join(self.buildid_dir, ".build-id", build_id[:2], build_id[2:])
+            cands += [os.path.join(base, "elf"), os.path.join(base, "debug")]
+        cands.append(os.path.join(self.debug_root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
+        for cand in cands:
+            if os.path.isfile(cand):
+                d = self._get_file(cand, build_id)
+                if d is not None and d.build_id == build_id:
+                    return d
+        return None
+
+    def _get_file(self, path: str, expect_build_id: str | None) -> ElfDso | None:
         try:
             st = os.stat(path)
         except OSError:
-            st = None
-        if st is None:
-            # gone from disk: try the build-id cache / debug dir by build-id alone
-            if expect_build_id and self.buildid_dir:
-                elf = os.path.join(self.buildid_dir, ".build-id", expect_build_id[:2],
-                                   expect_build_id[2:], "elf")
-                if os.path.isfile(elf):
-                    return self.get(elf, expect_build_id)
             return None
         key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         with self._lock:

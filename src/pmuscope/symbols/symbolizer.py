@@ -331,12 +331,15 @@ class Symbolizer:
             udso[sel] = self.dso_id(m.filename)
             uoff[sel] = addrs - np.uint64(m.start)
             return
-        path = self.sysroot + m.filename if self.sysroot else m.filename
+        fname = m.filename
+        if fname.endswith(" (deleted)"):  # the kernel's d_path() of an unlinked file
+            fname = fname[:-10]
+        path = self.sysroot + fname if self.sysroot else fname
         elf = self.cache.get(path, m.build_id)
         d = self.dso_id(m.filename)
         if elf is None:
             udso[sel] = d
             uoff[sel] = fileoff
             return
-        vaddr = elf.file_offset_to_vaddr(fileoff)
+        vaddr = elf.map_to_vaddr(addrs, m.start, m.pgoff)
         self._lookup_into(elf.table, d, vaddr, sel, udso, usym, uoff)
