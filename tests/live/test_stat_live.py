@@ -122,3 +122,69 @@ def test_bad_input_is_one_line():
     assert r.returncode != 0 and "needs system-wide" in r.stderr and "Traceback" not in r.stderr
     r = stat("--", "/nonexistent/cmd-xyz")
     assert r.returncode == 127 and "cannot run" in r.stderr
+
+
+THREADED = (
+    "import threading, time, sys\n"
+    "def spin():\n"
+    "    end = time.time() + 1.5\n"
+    "    while time.time() < end: time.sleep(0.01)\n"
+    "ts = [threading.Thread(target=spin, name=f'w{i}') for i in range(3)]\n"
+    "[t.start() for t in ts]\n"
+    "print('ready', flush=True)\n"
+    "[t.join() for t in ts]\n"
+)
+
+
+def test_per_thread_and_tid():
+    proc = subprocess.Popen([PY, "-c", THREADED], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+        assert len(tids) == 4
+        r = stat("-p", str(proc.pid), "--per-thread", "-x", ",", "-e", "context-switches", timeout=30)
+        lines = r.stderr.strip().splitlines()
+        csv_lint(lines, 7)
+        rows = {int(line.split(",")[0].rsplit("-", 1)[1]): int(line.split(",")[1]) for line in lines}
+        assert sorted(rows) == tids
+        workers = [rows[t] for t in tids if t != proc.pid]
+        assert all(v >= 20 for v in workers)  # each worker sleeps ~100 times a second
+    finally:
+        proc.kill()
+        proc.wait()
+    proc = subprocess.Popen([PY, "-c", THREADED], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        worker = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+        r = stat("-t", str(worker), "-j", "-e", "context-switches", timeout=30)
+        obj = json_lint(r.stderr.strip().splitlines(), (5, 7))[0]
+        assert float(obj["counter-value"]) >= 20
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_cgroup_option():
+    root = None
+    with open("/proc/mounts") as f:
+        for line in f:
+            p = line.split()
+            if p[2] == "cgroup2":
+                root = p[1]
+    if root is None or not os.access(root, os.W_OK):
+        pytest.skip("no writable cgroup2 hierarchy")
+    name = f"pmuscope-stat-{os.getpid()}"
+    path = os.path.join(root, name)
+    os.mkdir(path)
+    proc = subprocess.Popen([PY, "-m", "pmuscope.workloads", "sleeps", "30", "10"])
+    try:
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(proc.pid))
+        r = stat("-a", "-G", name, "-x", ",", "-e", "context-switches", "--", "sleep", "0.2")
+        assert r.returncode == 0, r.stderr
+        value = int(r.stderr.strip().split(",")[0])
+        assert 5 <= value <= 60  # ~20 sleeps of the cgroup's task in 0.2 s, nothing else
+    finally:
+        proc.kill()
+        proc.wait()
+        os.rmdir(path)

@@ -95,51 +95,64 @@ def _comm(tid: int) -> str:
 
 
 class _Stopper:
-    """What ends the count: the workload's exit, every attached pid's exit, or Ctrl-C."""
+    """What ends the count: the workload's exit, every attached pid/tid's exit, or Ctrl-C.
+
+    Processes are watched through pidfds; a thread (no pidfd for a non-leader
+    tid before Linux 6.9) or a kernel without pidfd_open is polled in /proc."""
 
     def __init__(self, workload=None, pids: list[int] | None = None) -> None:
         self.workload = workload
+        self.poller = select.poll()
         self.fds: list[int] = []
-        self.pids = list(pids or [])
+        self.polled: list[int] = []
+        self._done: set[int] = set()
+        targets = [] if workload is not None else list(pids or [])
         if workload is not None:
             fd = workload.pidfd()
             if fd is not None:
                 self.fds.append(fd)
-        for pid in self.pids:
+            else:
+                self.polled.append(workload.pid)
+        for pid in targets:
             try:
                 self.fds.append(os.pidfd_open(pid))
             except (AttributeError, OSError):
-                pass
-        self.poller = select.poll()
+                self.polled.append(pid)
         for fd in self.fds:
             self.poller.register(fd, select.POLLIN)
-        self._done = set()
+        self.watching = bool(self.fds or self.polled)
+
+    def _all_gone(self) -> bool:
+        if self.workload is not None:
+            return self.workload.poll() is not None
+        fds_done = len(self._done) == len(self.fds)
+        return fds_done and not any(os.path.exists(f"/proc/{p}") for p in self.polled)
 
     def finished(self, timeout_s: float | None) -> bool:
-        """Wait up to ``timeout_s`` (None: forever); True when everything watched has exited."""
-        if self.workload is None and not self.pids:
+        """Wait up to ``timeout_s`` (None: until done); True when everything watched has exited."""
+        if not self.watching:  # system-wide without a command: until Ctrl-C (or -I's count)
             if timeout_s is None:
                 while True:
                     time.sleep(3600)
             time.sleep(max(timeout_s, 0))
             return False
-        if self.workload is not None and not self.fds:  # no pidfd: poll waitpid
-            end = None if timeout_s is None else time.monotonic() + timeout_s
-            while self.workload.poll() is None:
-                if end is not None and time.monotonic() >= end:
-                    return False
-                time.sleep(0.005)
-            return True
-        ms = -1 if timeout_s is None else max(int(timeout_s * 1000), 0)
-        for fd, _ in self.poller.poll(ms):
-            self._done.add(fd)
-            self.poller.unregister(fd)
-        if self.workload is not None:
-            if self.fds and self.fds[0] in self._done:
-                self.workload.wait()
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            left = None if end is None else max(end - time.monotonic(), 0.0)
+            step = left if not self.polled else (0.05 if left is None else min(left, 0.05))
+            pending = [fd for fd in self.fds if fd not in self._done]
+            if pending:
+                for fd, _ in self.poller.poll(-1 if step is None else int(step * 1000)):
+                    self._done.add(fd)
+                    self.poller.unregister(fd)
+            elif step:
+                time.sleep(step)
+            if self._all_gone():
+                if self.workload is not None:
+                    self.workload.wait()
                 return True
-            return False
-        return len(self._done) == len(self.fds) if self.fds else not any(os.path.exists(f"/proc/{p}") for p in self.pids)
+            if end is not None and time.monotonic() >= end:
+                return False
 
     def close(self) -> None:
         for fd in self.fds:
@@ -259,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
                     time.sleep(args.delay / 1000.0)
                 counter.start()
                 t0 = counter.start_ns
-                stopper = _Stopper(workload, pids)
+                stopper = _Stopper(workload, pids or tids)
                 try:
                     if args.interval_print:
                         _interval_loop(counter, stopper, printer, args, aggr, topology, comms, t0)
