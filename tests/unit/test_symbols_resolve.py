@@ -351,3 +351,14 @@ def test_rebuilt_or_deleted_binary_found_by_build_id(bins, tmp_path):
     # without a matching file the rebuilt binary is still used (perf warns and does the same)
     s = Symbolizer(maps, kernel=False, debug_root="/nonexistent")
     assert s.cache.get(str(replaced), elf.build_id).build_id != elf.build_id
+
+
+def test_callchain_context_markers_are_not_addresses():
+    ks = kallsyms_fixture()
+    s = Symbolizer(Maps(), kernel=ks)
+    markers = np.array([2**64 - 128, 2**64 - 512, 2**64 - 4095], dtype=np.uint64)  # KERNEL, USER, MAX
+    lines = (FIX / "kallsyms").read_text().splitlines()
+    real = np.uint64(int(lines[5].split()[0], 16))
+    r = s.resolve_many(1, np.concatenate([markers, [real]]))
+    assert list(r.dso_id[:3]) == [-1] * 3 and list(r.sym_id[:3]) == [-1] * 3
+    assert r.dso_names()[3] == "[kernel.kallsyms]" and r.sym_id[3] >= 0

@@ -27,6 +27,7 @@ from .perfmap import PerfMap
 from .table import SymbolTable
 
 UNKNOWN = "[unknown]"
+_PERF_CONTEXT_MAX = np.uint64(0xFFFFFFFFFFFFF001)  # (u64)-4095
 
 
 @dataclass
@@ -207,6 +208,8 @@ class Symbolizer:
         ``kernel`` is a boolean array saying which ips are kernel addresses
         (from the sample's cpumode); by default an ip with the top bit set is
         taken as a kernel address (true on x86_64, arm64 and riscv64).
+        Call-chain context markers (``PERF_CONTEXT_*``) come back as unknown
+        (dso and symbol -1).
         """
         ips = np.asarray(ips).astype(np.uint64, copy=False)
         n = len(ips)
@@ -222,9 +225,16 @@ class Symbolizer:
         dso = np.full(n, -1, dtype=np.int32)
         sym = np.full(n, -1, dtype=np.int64)
         off = ips.copy()
+        # call-chain context markers (PERF_CONTEXT_KERNEL, _USER, ...: the top
+        # 4095 values, include/uapi/linux/perf_event.h) are not addresses
+        marker = ips >= _PERF_CONTEXT_MAX
+        if marker.any():
+            is_k = is_k & ~marker
+        else:
+            marker = None
         if is_k.any():
             self._resolve_kernel(np.flatnonzero(is_k), ips, dso, sym, off)
-        user = np.flatnonzero(~is_k)
+        user = np.flatnonzero(~is_k if marker is None else ~(is_k | marker))
         if len(user):
             order = user[np.argsort(pids[user], kind="stable")]
             p = pids[order]
