@@ -118,3 +118,26 @@ def test_doctor_as_unprivileged_user(tmp_path):
     assert c["perf_event_paranoid"]["status"] == ("ok" if level <= -1 else "missing" if level >= 3 else "warn")
     if level < 3:
         assert c["software_events"]["status"] == "ok"  # user-space task-clock is always allowed below 3
+
+
+def test_max_precise_agrees_with_the_kernel(checks):
+    """caps/max_precise N: precise_ip=N opens for a sampling cycles event, N+1 does not."""
+    if hardware_pmu_reason() is not None:
+        pytest.skip(f"needs a hardware PMU: {hardware_pmu_reason()}")
+    if "precise_sampling" not in checks:
+        pytest.skip("the core PMU has no caps/max_precise")
+    from pmuscope.errors import PmuscopeError
+    from pmuscope.kernel import PerfEventFd, perf_event_attr
+
+    (level,) = set(checks["precise_sampling"].data["max_precise"].values())
+
+    def opens(p: int) -> bool:
+        try:
+            PerfEventFd(perf_event_attr(type=0, config=0, precise_ip=p, sample_period=100000, exclude_kernel=1)).close()
+            return True
+        except PmuscopeError:
+            return False
+
+    assert opens(level)
+    if level < 3:
+        assert not opens(level + 1)

@@ -83,6 +83,8 @@ def test_this_machine_capture(kvm):
     assert c["pmus"].data["pmus"]["software"] == 1 and c["pmus"].data["pmus"]["tracepoint"] == 2
     assert c["rdpmc"].data["rdpmc"] == {"cpu": 1}
     assert c["tracefs"].status == "ok" and c["tracefs"].data["mount"] == "/sys/kernel/tracing"
+    # the vPMU here reports caps/max_precise 0
+    assert c["precise_sampling"].status == "warn" and c["precise_sampling"].data["max_precise"] == {"cpu": 0}
 
 
 def test_unprivileged_user_paranoid_levels(kvm):
@@ -135,6 +137,8 @@ def test_bare_metal_intel(archives):
     assert r.fix == "ulimit -n 524288"
     # RAPL's "power" PMU is not a core PMU
     assert c["pmus"].data["core"] == ["cpu"]
+    p = c["precise_sampling"]
+    assert p.status == "ok" and "up to :ppp" in p.summary and "32-entry branch stack" in p.summary
 
 
 def test_arm_cloud_vm(archives):

@@ -342,6 +342,25 @@ def diagnose(root: str = "/", *, probe: Probe | bool | None = None) -> list[Chec
                             "on bare metal check dmesg for 'Performance Events' and that the CPU is supported by this kernel",
                             {"pmus": pmus, "core": []}))
 
+    # precise sampling (caps/max_precise: 0 none, 1-3 PEBS/IBS levels)
+    caps_of = {n: {c: _fs.read_text(root, f"sys/bus/event_source/devices/{n}/caps/{c}")
+                   for c in _fs.listdir(root, f"sys/bus/event_source/devices/{n}/caps")} for n in core}
+    precise = {n: int(caps["max_precise"]) for n, caps in caps_of.items() if (caps.get("max_precise") or "").isdigit()}
+    if precise:
+        best = max(precise.values())
+        text = ", ".join(f"{n}: max_precise {v}" for n, v in precise.items())
+        branches = {n: caps.get("branches") for n, caps in caps_of.items() if caps.get("branches")}
+        extra = "; " + ", ".join(f"{n}: {b}-entry branch stack (LBR)" for n, b in branches.items()) if branches else ""
+        if best:
+            checks.append(Check("precise_sampling", OK, f"precise sampling up to :{'p' * best} ({text}){extra}",
+                                data={"max_precise": precise, "caps": caps_of}))
+        else:
+            checks.append(Check("precise_sampling", WARN, f"no precise sampling ({text}): cycles:p and memory-access "
+                                "sampling (PEBS/IBS load latency) will not open, samples skid",
+                                "Virtual PMUs rarely pass PEBS/IBS through.",
+                                "use a bare-metal machine (or a hypervisor with PEBS passthrough) for :p/:pp events",
+                                {"max_precise": precise, "caps": caps_of}))
+
     # live probes
     if callable(probe):
         sw = probe(1, 1)  # PERF_TYPE_SOFTWARE / PERF_COUNT_SW_TASK_CLOCK

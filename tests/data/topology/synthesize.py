@@ -133,7 +133,7 @@ def x86_cpuinfo(cpus, vendor, family, model, stepping, name, microcode, mhz, cac
     return "".join(out)
 
 
-def doctor_files(t: Tree, *, osrelease, paranoid, uid, capeff, nofile, nmi, kptr, pmus, dmi=None, docker=False, rdpmc=None) -> None:
+def doctor_files(t: Tree, *, osrelease, paranoid, uid, capeff, nofile, nmi, kptr, pmus, dmi=None, docker=False, rdpmc=None, caps=None) -> None:
     k = "proc/sys/kernel"
     t.write(f"{k}/osrelease", osrelease)
     for name, v in (("perf_event_paranoid", paranoid), ("perf_event_mlock_kb", 516), ("perf_event_max_sample_rate", 100000),
@@ -148,6 +148,8 @@ def doctor_files(t: Tree, *, osrelease, paranoid, uid, capeff, nofile, nmi, kptr
         t.write(f"sys/bus/event_source/devices/{name}/type", str(typ))
     if rdpmc is not None:
         t.write("sys/bus/event_source/devices/cpu/rdpmc", str(rdpmc))
+    for name, value in (caps or {}).items():
+        t.write(f"sys/bus/event_source/devices/cpu/caps/{name}", str(value))
     if dmi:
         t.write("sys/class/dmi/id/sys_vendor", dmi[0])
         t.write("sys/class/dmi/id/product_name", dmi[1])
@@ -201,7 +203,8 @@ def intel_clx_2s() -> None:
                                         "5000.00", "46 bits physical, 48 bits virtual", 40, 20, apic))
     pmus = dict(software=1, tracepoint=2, breakpoint=5, cpu=4, msr=6, power=7, uprobe=8, kprobe=9, cstate_core=10, cstate_pkg=11, intel_pt=12,
                 **{f"uncore_imc_{i}": 13 + i for i in range(6)}, **{f"uncore_upi_{i}": 19 + i for i in range(3)})
-    doctor_files(t, osrelease="5.15.0-122-generic", paranoid=2, uid=1000, capeff=0, nofile=(1024, 524288), nmi=1, kptr=1, pmus=pmus, dmi=("Dell Inc.", "PowerEdge R740"), rdpmc=1)
+    doctor_files(t, osrelease="5.15.0-122-generic", paranoid=2, uid=1000, capeff=0, nofile=(1024, 524288), nmi=1, kptr=1, pmus=pmus, dmi=("Dell Inc.", "PowerEdge R740"), rdpmc=1,
+                 caps={"max_precise": 3, "branches": 32, "pmu_name": "skylake"})
 
 
 def intel_spr_cxl() -> None:
@@ -236,7 +239,8 @@ def intel_spr_cxl() -> None:
                 **{f"uncore_imc_{i}": 13 + i for i in range(8)}, **{f"uncore_cxlcm_{i}": 21 + i for i in range(2)})
     # root inside a Docker container with Docker's default capability set (no CAP_PERFMON/CAP_SYS_ADMIN)
     doctor_files(t, osrelease="6.8.0-45-generic", paranoid=2, uid=0, capeff=0xA80425FB, nofile=(1048576, 1048576), nmi=0, kptr=0, pmus=pmus,
-                 dmi=("Intel Corporation", "ArcherCity"), docker=True, rdpmc=2)
+                 dmi=("Intel Corporation", "ArcherCity"), docker=True, rdpmc=2,
+                 caps={"max_precise": 3, "branches": 32, "pmu_name": "sapphire_rapids"})
 
 
 def arm_graviton3() -> None:
