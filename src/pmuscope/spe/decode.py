@@ -37,6 +37,9 @@ BAD_TRUNCATED = 2
 
 _BLOCK = 4096
 _CHUNK = 1 << 24
+#: how far into a zero run a walk can land (after a payload ending in zeros or
+#: an alignment packet) and still jump the whole run in one step
+_RUN_ENTRY_DEPTH = 4
 
 
 def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -81,6 +84,20 @@ def _build_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 _TYP0, _PLEN, _LEN0, _TYP1 = _build_tables()
+_IS_EXT = _TYP0 == 255
+#: perf's packet index from a short header: address/counter index, context EL
+#: index, op class, events payload length
+_IDX0 = np.array(
+    [
+        (h & 7) if _TYP0[h] in (ADDRESS, COUNTER)
+        else (h & 3) if _TYP0[h] in (CONTEXT, OP_TYPE)
+        else _PLEN[h] if _TYP0[h] == EVENTS
+        else 0
+        for h in range(256)
+    ],
+    np.uint8,
+)
+_PAYLOAD_MASK = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)
 
 
 @dataclass
@@ -111,12 +128,12 @@ class PacketArrays:
 
 def _lengths(d: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
     """Packet length at every position of ``d[lo:hi]`` (the buffer has ``n``
-    bytes; positions whose packet would be BAD get length 1). Zero bytes get the
-    length of their whole zero run (capped at 255): every byte of a run is a
-    PAD packet, so skipping it cannot move any later boundary."""
+    bytes; positions whose packet would be BAD get length 1). The first byte of
+    a zero run gets the length of the whole run (capped at 255): every byte of a
+    run is a PAD packet, so skipping it cannot move any later boundary."""
     seg = d[lo:hi]
     L = _LEN0[seg]  # uint8 copy
-    ext = np.flatnonzero(_TYP0[seg] == 255)
+    ext = np.flatnonzero(_IS_EXT[seg])
     if len(ext):
         gpos = ext + lo
         h0 = seg[ext]
@@ -137,12 +154,28 @@ def _lengths(d: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
         t = np.arange(tail_lo, hi, dtype=np.int64)
         lt = L[t - lo].astype(np.int64)
         L[t - lo] = np.where(t + lt > n, 1, lt)
-    zero = np.flatnonzero(seg == 0)
-    if len(zero):
-        nonzero = np.flatnonzero(seg != 0)
-        nxt = np.searchsorted(nonzero, zero)
-        nz_pos = np.append(nonzero, hi - lo)[nxt]
-        L[zero] = np.minimum(nz_pos - zero, 255)
+    z = (seg == 0).view(np.int8)
+    edges = np.diff(z, prepend=np.int8(0), append=np.int8(0))
+    run_start = np.flatnonzero(edges == 1)
+    if len(run_start):
+        # a walk enters a zero run at its start, or a few bytes in when the run
+        # began inside the previous packet's payload (at most 15 bytes: payloads
+        # are <= 8 bytes, alignment packets <= 16): jump to the end of the run
+        run_end = np.flatnonzero(edges == -1)
+        rs, rl = run_start, run_end - run_start
+        for j in range(_RUN_ENTRY_DEPTH):
+            L[rs + j] = np.minimum(rl - j, 255)
+            more = rl > j + 1
+            if not more.all():
+                rs, rl = rs[more], rl[more]
+                if not len(rs):
+                    break
+        long = np.flatnonzero(run_end - run_start > 16)
+        if len(long):  # in long runs (unused buffer tails) every byte jumps to the run end
+            ls, le = run_start[long], run_end[long]
+            pos = np.repeat(ls, le - ls)
+            pos += np.arange(len(pos)) - np.repeat(np.cumsum(le - ls) - (le - ls), le - ls)
+            L[pos] = np.minimum(np.repeat(le, le - ls) - pos, 255)
     return L
 
 
@@ -156,7 +189,7 @@ def _walk_chunk(d: np.ndarray, n: int, entry: int, chunk_end: int, block: int) -
     ends = np.minimum(starts + block, span)
     mark = np.zeros(span + 1, np.bool_)  # last slot: sink for inactive lanes
     pos = starts.copy()
-    Lw = L.astype(np.int64)
+    Lw = L  # uint8: adding it to the int64 positions widens per step
     sink = span
     step = 0
     while True:
@@ -204,43 +237,55 @@ def decode_packets(data: bytes | bytearray | memoryview | np.ndarray, block: int
         parts.append(starts)
     P = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     h0 = d[P]
-    keep = h0 != 0
-    P, h0 = P[keep], h0[keep]
+    nz = np.flatnonzero(h0)  # zero bytes are PADs: drop them first
+    P, h0 = P[nz], h0[nz]
+    # short headers decide everything from byte 0 (table lookups) ...
     t = _TYP0[h0]
-    is_ext = t == 255
-    h1 = d[np.minimum(P + 1, max(n - 1, 0))] if n else h0
-    left = n - P
-    hb = np.where(is_ext, h1, h0)
-    t = np.where(is_ext, np.where(left >= 2, _TYP1[h1], BAD), t).astype(np.uint8)
-    plen = np.where((t == PAD) | (t == BAD) | (t == END), 0, 1 << ((hb >> 4) & 3).astype(np.int64))
-    hdr_len = 1 + is_ext.astype(np.int64)
+    plen = _PLEN[h0]
+    index = _IDX0[h0]
     reason = np.zeros(len(P), np.uint8)
-    reason[t == BAD] = BAD_INVALID_HEADER
-    trunc = (t != PAD) & (t != BAD) & (left < hdr_len + plen)
-    al = (t == PAD) & is_ext
-    if al.any():
-        alignment = 1 << ((h0[al] & 0xF).astype(np.int64) + 1)
-        short = left[al] < alignment
-        trunc[np.flatnonzero(al)[short]] = True
-    t[trunc] = BAD
-    reason[trunc] = BAD_TRUNCATED
-    plen[trunc] = 0
-    keep = t != PAD
-    P, t, h0, h1, hb, plen, hdr_len, reason, is_ext = (
-        a[keep] for a in (P, t, h0, h1, hb, plen, hdr_len, reason, is_ext)
-    )
+    base = P + 1
+    # ... extended headers (rare) from byte 1
+    ext = np.flatnonzero(t == 255)
+    if len(ext):
+        pe, h0e = P[ext], h0[ext].astype(np.int64)
+        h1e = d[np.minimum(pe + 1, n - 1)].astype(np.int64)
+        lefte = n - pe
+        te = np.where(lefte >= 2, _TYP1[h1e], BAD).astype(np.uint8)
+        ac = (te == ADDRESS) | (te == COUNTER)
+        ple = np.where(ac, 1 << ((h1e >> 4) & 3), 0)
+        alignment = 1 << ((h0e & 0xF) + 1)
+        short = np.where(te == PAD, lefte < alignment, ac & (lefte < 2 + ple))
+        reason[ext] = np.where(short, BAD_TRUNCATED, np.where(te == BAD, BAD_INVALID_HEADER, 0))
+        te[short] = BAD
+        ple[short] = 0
+        t[ext] = te
+        plen[ext] = ple
+        index[ext] = np.where(ac & ~short, ((h0e & 3) << 3) | (h1e & 7), 0)
+        base[ext] += 1
+    bad = t == BAD
+    reason[bad & (reason == 0)] = BAD_INVALID_HEADER
+    # short packets can only run past the end in the last 16 bytes
+    tail = np.arange(np.searchsorted(P, n - 16), len(P))
+    if len(tail):
+        tt = tail[(t[tail] != BAD) & (_IS_EXT[h0[tail]] == 0) & (n - P[tail] < 1 + plen[tail].astype(np.int64))]
+        t[tt] = BAD
+        plen[tt] = 0
+        index[tt] = 0
+        reason[tt] = BAD_TRUNCATED
+    keep = np.flatnonzero(t != PAD)
+    if len(keep) != len(t):
+        P, t, plen, index, reason, base = (a[keep] for a in (P, t, plen, index, reason, base))
     payload = np.zeros(len(P), np.uint64)
-    base = P + hdr_len
-    for k in range(8):
-        sel = np.flatnonzero(plen > k)
-        if not len(sel):
-            break
-        payload[sel] |= d[base[sel] + k].astype(np.uint64) << np.uint64(8 * k)
-    index = np.zeros(len(P), np.uint8)
-    ac = (t == ADDRESS) | (t == COUNTER)
-    index[ac] = np.where(is_ext[ac], ((h0[ac] & 3) << 3) | (h1[ac] & 7), hb[ac] & 7)
-    cx = (t == CONTEXT) | (t == OP_TYPE)
-    index[cx] = h0[cx] & 3
-    ev = t == EVENTS
-    index[ev] = plen[ev]
-    return PacketArrays(P.astype(np.int64), t, index, payload, reason, n)
+    if n >= 8:
+        # one unaligned little-endian 8-byte load per packet, masked to its payload length
+        d8 = np.ndarray(shape=(n - 7,), dtype="<u8", buffer=d, offset=0, strides=(1,))
+        fast = base <= n - 8
+        payload[fast] = d8[base[fast]] & _PAYLOAD_MASK[plen[fast]]
+        slow = np.flatnonzero(~fast & (plen > 0))
+    else:
+        slow = np.flatnonzero(plen > 0)
+    for i in slow.tolist():  # the last few packets of the buffer
+        b = int(base[i])
+        payload[i] = int.from_bytes(d[b : b + int(plen[i])].tobytes(), "little")
+    return PacketArrays(P.astype(np.int64), t.astype(np.uint8), index.astype(np.uint8), payload, reason, n)

@@ -394,10 +394,10 @@ def dump_lines(data: bytes | bytearray | memoryview, midr: int = 0, header: bool
     buf = bytes(data)
     if header:
         yield dump_header(len(buf))
+    pads = ["   " * (16 - k) for k in range(17)]
     for pkt in iter_packets(buf):
-        raw = buf[pkt.offset : pkt.offset + pkt.length]
-        hexes = "".join(f" {b:02x}" for b in raw) + "   " * max(0, 16 - pkt.length)
-        yield f".  {pkt.offset:08x}: {hexes} {describe(pkt, midr)}"
+        hexes = buf[pkt.offset : pkt.offset + pkt.length].hex(" ")
+        yield f".  {pkt.offset:08x}:  {hexes}{pads[min(pkt.length, 16)]} {describe(pkt, midr)}"
 
 
 # --------------------------------------------------------------------------- encoder
