@@ -247,3 +247,36 @@ def test_arm_arch_std_events_are_merged(tmp_path):
     assert table.events["l1d_cache"].desc == "Level 1 data cache access"
     spec = one("L1D_CACHE", ARM, vendor_tables=table)
     assert (spec.pmu, spec.attr.type, spec.attr.config) == ("armv8_pmuv3_0", 8, 0x04)
+
+
+HYBRID = str(SYSFS / "intel-adl-hybrid")
+
+
+def test_hybrid_generic_events_expand_per_core_pmu():
+    specs = parse_events("cycles", sysfs_root=HYBRID)
+    assert [(s.pmu, s.attr.type, s.attr.config, s.extra["pmu_cpus"][0]) for s in specs] == [
+        ("cpu_atom", 0, 0xA00000000, 16),
+        ("cpu_core", 0, 0x400000000, 0),
+    ]
+    cache = parse_events("L1-dcache-load-misses:u", sysfs_root=HYBRID)
+    assert [s.attr.config for s in cache] == [0xA00010000, 0x400010000]
+    assert all(s.attr.exclude_kernel == 1 for s in cache)
+    raw = parse_events("r01c2", sysfs_root=HYBRID)
+    assert [(s.attr.type, s.attr.config) for s in raw] == [(10, 0x1C2), (4, 0x1C2)]
+    assert [(s.attr.type, s.attr.config) for s in parse_events("cs", sysfs_root=HYBRID)] == [(1, 3)]
+
+
+def test_hybrid_groups_split_per_pmu():
+    specs = parse_events("{cycles,instructions}:u", sysfs_root=HYBRID)
+    assert [(s.pmu, s.group, s.leader, s.attr.config & 0xFF) for s in specs] == [
+        ("cpu_atom", 0, True, 0), ("cpu_atom", 0, False, 1), ("cpu_core", 1, True, 0), ("cpu_core", 1, False, 1),
+    ]  # fmt: skip
+    assert all(s.extra["group_size"] == 2 and s.attr.exclude_kernel for s in specs)
+
+
+def test_hybrid_pmu_aliases_differ_per_pmu():
+    core = one("cpu_core/mem-loads,ldlat=30/", HYBRID)
+    atom = one("cpu_atom/mem-loads,ldlat=30/", HYBRID)
+    assert (core.attr.type, core.attr.config, core.attr.config1) == (4, 0x1CD, 30)
+    assert (atom.attr.type, atom.attr.config, atom.attr.config1) == (10, 0x5D0, 30)
+    assert [s.pmu for s in parse_events("mem-stores", sysfs_root=HYBRID)] == ["cpu_atom", "cpu_core"]

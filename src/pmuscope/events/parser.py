@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import EventParseError, UnknownEventError
 from ..kernel.abi import (
+    PERF_PMU_TYPE_SHIFT,
     PERF_TYPE_BREAKPOINT,
     PERF_TYPE_HW_CACHE,
     PERF_TYPE_RAW,
@@ -132,6 +133,11 @@ class _Parser:
         if self.peek() == ":":
             self.i += 1
             group_mods, mpos = self.modifiers()
+        for part in _split_hybrid_group(members):
+            self._finish_group(part, group_name, group_mods, mpos if group_mods else 0, start)
+        self.out.extend(m for part in _split_hybrid_group(members) for m in part)
+
+    def _finish_group(self, members: list[EventSpec], group_name, group_mods: str, mpos: int, start: int) -> None:
         index = self.ngroups
         self.ngroups += 1
         for k, spec in enumerate(members):
@@ -145,7 +151,6 @@ class _Parser:
                 spec.name = spec.name + (":" if ":" not in spec.name.split("/")[-1] else "") + group_mods
         if members:
             members[0].extra["group_text"] = self.text[start : self.i]
-        self.out.extend(members)
 
     def modifiers(self) -> tuple[str, int]:
         start = self.i
@@ -224,19 +229,21 @@ class _Parser:
         for table in (generic.HARDWARE, generic.SOFTWARE, generic.TOOL):
             if word in table:
                 type_, config, _ = table[word]
+                if table is generic.HARDWARE:
+                    return self.per_core_pmu(word, type_, config)
                 spec = self.new_spec(word, "software" if type_ == 1 else None, type=type_, config=config)
                 if table is generic.TOOL:
                     spec.extra["tool"] = word
                 return [spec]
         m = _RAW_RE.fullmatch(word)
         if m:
-            return [self.new_spec(word, None, type=PERF_TYPE_RAW, config=int(m.group(1), 16))]
+            return self.per_core_pmu(word, PERF_TYPE_RAW, int(m.group(1), 16))
         try:
             config = generic.parse_cache_name(word)
         except generic.CacheOpInvalid as err:
             raise self.error(f"invalid cache event {word!r}: {err}", wpos, UnknownEventError) from None
         if config is not None:
-            return [self.new_spec(word, None, type=PERF_TYPE_HW_CACHE, config=config)]
+            return self.per_core_pmu(word, PERF_TYPE_HW_CACHE, config)
         # a sysfs or vendor alias on any PMU (perf accepts bare alias names)
         found = []
         for pmu in pmus(self.sysfs_root).values():
@@ -248,6 +255,29 @@ class _Parser:
         if ":" not in word and self.peek() == ":":
             raise self.error(f"unknown event or tracepoint subsystem {word!r}", wpos, UnknownEventError)
         raise self.error(f"unknown event {word!r}: see `pmuscope list`", wpos, UnknownEventError)
+
+    def per_core_pmu(self, word: str, type_: int, config: int) -> list[EventSpec]:
+        """A generic hardware/cache/raw event: one event, or on a hybrid system
+        (several core PMUs: cpu_core + cpu_atom, big.LITTLE armv8_pmuv3_N) one per
+        core PMU, the PMU's type in config bits 32-63 (PERF_PMU_TYPE_SHIFT) for
+        hardware/cache events and as the attr type for raw ones, as perf does."""
+        cores = [p for p in core_pmus(self.sysfs_root) if p.cpus is not None] if self._hybrid() else []
+        if not cores:
+            return [self.new_spec(word, None, type=type_, config=config)]
+        out = []
+        for pmu in cores:
+            if type_ == PERF_TYPE_RAW:
+                spec = self.new_spec(word, pmu.name, type=pmu.type, config=config)
+            else:
+                spec = self.new_spec(word, pmu.name, type=type_, config=config | pmu.type << PERF_PMU_TYPE_SHIFT)
+            # not spec.cpus: a core PMU counts per task anywhere, the kernel just skips the other CPU type
+            spec.extra["pmu_cpus"] = list(pmu.cpus or [])
+            spec.extra["hybrid"] = True
+            out.append(spec)
+        return out
+
+    def _hybrid(self) -> bool:
+        return len(core_pmus(self.sysfs_root)) > 1
 
     def tracepoint(self, subsys: str, name: str, spos: int, npos: int) -> list[EventSpec]:
         tracefs = self.tracefs
@@ -501,6 +531,17 @@ class _Parser:
         else:
             spec.extra[key.replace("-", "_")] = value
         return True
+
+
+def _split_hybrid_group(members: list[EventSpec]) -> list[list[EventSpec]]:
+    """perf splits a group of generic events on a hybrid system into one group
+    per core PMU (a group cannot span PMUs); other groups stay whole."""
+    if not members or not all(m.extra.get("hybrid") for m in members):
+        return [members]
+    parts: dict[str, list[EventSpec]] = {}
+    for m in members:
+        parts.setdefault(m.pmu or "", []).append(m)
+    return list(parts.values())
 
 
 def _need_int(p: _Parser, term: _Term) -> int:
