@@ -308,6 +308,33 @@ def test_cpu_lists_and_missing_files(tmp_path):
         t.cpu(1)
 
 
+def test_hybrid_core_types(roots, tmp_path):
+    """Intel hybrid: cpu_core and cpu_atom PMUs each list their CPUs."""
+    import shutil
+
+    root = tmp_path / "hybrid"
+    shutil.copytree(roots["kvm-amd-zen5-1node"], root)
+    dev = root / "sys/bus/event_source/devices"
+    shutil.rmtree(dev / "cpu")
+    for name, cpus, type_ in (("cpu_core", "0", 4), ("cpu_atom", "1", 10)):
+        (dev / name).mkdir()
+        (dev / name / "cpus").write_text(cpus + "\n")
+        (dev / name / "type").write_text(f"{type_}\n")
+    t = read_topology(str(root))
+    assert t.core_types == {"cpu_core": (0,), "cpu_atom": (1,)}
+    assert t.cpu(1).pmu == "cpu_atom"
+    from pmuscope.cli.topology_cmd import render
+
+    assert "Core types (PMUs):    cpu_core 0; cpu_atom 1" in render(t)
+
+
+def test_single_core_pmu_covers_all(roots):
+    t = read_topology(roots["kvm-amd-zen5-1node"])
+    assert t.core_types == {"cpu": (0, 1)}
+    arm = read_topology(roots["arm-graviton3-neoverse-v1"])
+    assert set(arm.core_types) == {"armv8_pmuv3_0"} and len(arm.core_types["armv8_pmuv3_0"]) == 64
+
+
 def test_not_a_sysfs_tree(tmp_path, capsys):
     from pmuscope.errors import PmuscopeError
 

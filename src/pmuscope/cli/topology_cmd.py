@@ -54,6 +54,11 @@ def render(topo: Topology) -> str:
     per_socket = {s.cores for s in topo.sockets}
     add("Core(s) per socket", "/".join(str(c) for c in sorted(per_socket)) or "?")
     add("Thread(s) per core", str(topo.threads_per_core))
+    types = topo.core_types
+    if len(types) > 1:
+        add("Core types (PMUs)", "; ".join(f"{name} {format_cpulist(cpus)}" for name, cpus in types.items()))
+    elif types:
+        add("Core PMU", next(iter(types)))
     mem_only = topo.memory_only_nodes
     add("NUMA node(s)", f"{len(topo.nodes)}" + (f" ({len(mem_only)} memory-only: {','.join(str(n.id) for n in mem_only)})" if mem_only else ""))
     if topo.caches:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from . import _fs
 from .identity import read_cpu_identity
-from .topology import read_cpu_lists
+from .topology import CORE_PMU_NAMES, CORE_PMU_PREFIXES, read_cpu_lists
 
 OK, WARN, MISSING = "ok", "warn", "missing"
 STATUSES = (OK, WARN, MISSING)
@@ -48,10 +48,6 @@ PARANOID_MEANING = {
     4: "unprivileged users may not use perf_event_open at all (distribution patch)",
 }
 
-#: core PMU names: x86 and powerpc register theirs as "cpu" (hybrid Intel:
-#: cpu_core/cpu_atom), s390 as cpum_cf, Arm as armv8_pmuv3_N / armv8_<core>
-CORE_PMU_NAMES = ("cpu", "cpu_core", "cpu_atom", "cpum_cf")
-CORE_PMU_PREFIXES = ("armv8", "armv9", "armv7", "arm_cortex", "riscv_pmu")
 
 #: the number of fds an ordinary `perf stat -a` session opens per CPU is
 #: about 10 (the default event set); below this many per CPU we warn
@@ -295,8 +291,10 @@ def diagnose(root: str = "/", *, probe: Probe | bool | None = None) -> list[Chec
             st, fix = MISSING, "sysctl -w kernel.perf_event_paranoid=2 (or 1/0/-1 for more), or grant CAP_PERFMON"
         else:
             st = WARN
-            fix = (f"for CPU-wide and kernel monitoring: sysctl -w kernel.perf_event_paranoid=0 (-1 for raw tracepoints), "
-                   f"or grant CAP_PERFMON; persist it in /etc/sysctl.d/")
+            steps = [(1, "kernel profiling of your processes"), (0, "CPU-wide monitoring"), (-1, "raw tracepoint samples")]
+            lower = "; ".join(f"={lvl} for {what}" for lvl, what in steps if lvl < paranoid)
+            fix = (f"sysctl -w kernel.perf_event_paranoid=N ({lower}), or grant CAP_PERFMON; "
+                   "persist it in /etc/sysctl.d/")
         can = [k.replace("_", " ") for k, v in allows.items() if v]
         cannot = [k.replace("_", " ") for k, v in allows.items() if not v]
         summary = f"kernel.perf_event_paranoid = {paranoid}: {meaning}"

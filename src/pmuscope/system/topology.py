@@ -60,6 +60,12 @@ class CpuTopology:
     thread_siblings: tuple[int, ...]
     core_siblings: tuple[int, ...]
     node: int | None
+    #: the core PMU counting on this CPU: ``cpu`` on most machines,
+    #: ``cpu_core``/``cpu_atom`` on hybrid Intel, ``armv8_pmuv3_N`` or
+    #: ``armv8_cortex_a76`` on Arm (one per core type on big.LITTLE)
+    pmu: str | None = None
+    #: relative compute capacity (Arm ``cpu_capacity``, 1024 = the biggest core)
+    cpu_capacity: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -75,7 +81,26 @@ def _siblings(root: str, cpu: int, name: str) -> tuple[int, ...]:
     return tuple(_fs.parse_cpumask(_fs.read_text(root, f"{CPU_DIR}/cpu{cpu}/topology/{name}")))
 
 
-def read_cpu_topology(root: str = "/", cpu: int = 0, online: bool = True, node: int | None = None) -> CpuTopology:
+#: core PMU names (x86/powerpc "cpu", hybrid Intel, s390) and Arm/RISC-V prefixes
+CORE_PMU_NAMES = ("cpu", "cpu_core", "cpu_atom", "cpum_cf")
+CORE_PMU_PREFIXES = ("armv8", "armv9", "armv7", "arm_cortex", "riscv_pmu")
+
+
+def read_core_pmu_cpus(root: str = "/") -> dict[str, tuple[int, ...] | None]:
+    """Core PMU name → the CPUs it covers (its sysfs ``cpus`` file; None when
+    it has none, i.e. it covers every CPU)."""
+    base = "sys/bus/event_source/devices"
+    out: dict[str, tuple[int, ...] | None] = {}
+    for name in _fs.listdir(root, base):
+        if name in CORE_PMU_NAMES or name.startswith(CORE_PMU_PREFIXES):
+            text = _fs.read_text(root, f"{base}/{name}/cpus")
+            out[name] = None if text is None else tuple(_fs.parse_cpulist(text))
+    return out
+
+
+def read_cpu_topology(
+    root: str = "/", cpu: int = 0, online: bool = True, node: int | None = None, pmu: str | None = None
+) -> CpuTopology:
     """``cpuN/topology`` of one CPU."""
     base = f"{CPU_DIR}/cpu{cpu}/topology"
     return CpuTopology(
@@ -88,6 +113,8 @@ def read_cpu_topology(root: str = "/", cpu: int = 0, online: bool = True, node: 
         thread_siblings=_siblings(root, cpu, "thread_siblings") or (cpu,),
         core_siblings=_siblings(root, cpu, "core_siblings"),
         node=node,
+        pmu=pmu,
+        cpu_capacity=_fs.read_int(root, f"{CPU_DIR}/cpu{cpu}/cpu_capacity"),
     )
 
 
@@ -265,6 +292,15 @@ class Topology:
         return max((len(c.cpus) for c in self.cores), default=1)
 
     @property
+    def core_types(self) -> dict[str, tuple[int, ...]]:
+        """Core PMU → its CPUs; more than one entry on hybrid/big.LITTLE machines."""
+        out: dict[str, list[int]] = {}
+        for c in self.cpus:
+            if c.pmu is not None:
+                out.setdefault(c.pmu, []).append(c.cpu)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @property
     def memory_only_nodes(self) -> tuple[NumaNode, ...]:
         return tuple(n for n in self.nodes if n.memory_only)
 
@@ -294,6 +330,7 @@ class Topology:
             "socket_count": len(self.sockets),
             "node_count": len(self.nodes),
             "threads_per_core": self.threads_per_core,
+            "core_types": {k: list(v) for k, v in self.core_types.items()},
             "identity": self.identity.to_dict(),
             "sockets": [s.to_dict() for s in self.sockets],
             "nodes": [n.to_dict() for n in self.nodes],
@@ -319,7 +356,11 @@ def read_topology(root: str = "/") -> Topology:
         )
     nodes = read_numa_nodes(root)
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
-    cpus = tuple(read_cpu_topology(root, c, True, node_of.get(c)) for c in lists.online)
+    pmu_of: dict[int, str] = {}
+    for name, covered in sorted(read_core_pmu_cpus(root).items()):
+        for c in covered if covered is not None else lists.online:
+            pmu_of.setdefault(c, name)
+    cpus = tuple(read_cpu_topology(root, c, True, node_of.get(c), pmu_of.get(c)) for c in lists.online)
     by_core: dict[tuple, list[int]] = {}
     for c in cpus:
         key = (c.physical_package_id, c.die_id, c.core_id) if c.core_id is not None else (None, None, c.cpu)
