@@ -200,3 +200,14 @@ def test_errors_have_columns(root, text, pos):
 def test_tool_event(root):
     spec = one("duration_time", root)
     assert (spec.attr.type, spec.attr.config, spec.extra["tool"]) == (1, 9, "duration_time")
+
+
+@pytest.mark.parametrize(
+    "text,suggestion",
+    [("cylces", "'cycles'"), ("instrutions:u", "'instructions'"), ("sched:sched_swich", "'sched_switch'"),
+     ("shced:sched_switch", "'sched'"), ("L1-dcache-lod-misses", "'L1-dcache-load-misses'")],
+)  # fmt: skip
+def test_unknown_names_suggest_close_ones(root, text, suggestion):
+    with pytest.raises(UnknownEventError) as info:
+        parse_events(text, sysfs_root=root)
+    assert f"did you mean {suggestion}" in str(info.value)

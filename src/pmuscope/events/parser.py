@@ -252,9 +252,17 @@ class _Parser:
                 found.append(self.pmu_spec(pmu, [_Term(word, None, wpos, wpos)], word, wpos))
         if found:
             return found
-        if ":" not in word and self.peek() == ":":
-            raise self.error(f"unknown event or tracepoint subsystem {word!r}", wpos, UnknownEventError)
-        raise self.error(f"unknown event {word!r}: see `pmuscope list`", wpos, UnknownEventError)
+        hint = _did_you_mean(word, self._known_names())
+        raise self.error(f"unknown event {word!r}{hint or ': see `pmuscope list`'}", wpos, UnknownEventError)
+
+    def _known_names(self) -> list[str]:
+        names = list(generic.HARDWARE) + list(generic.SOFTWARE) + list(generic.TOOL)
+        names += [n for n, _c, _d in generic.cache_event_names()]
+        for pmu in pmus(self.sysfs_root).values():
+            names += list(pmu.aliases)
+        if self.vendor is not None:
+            names += [a.name for a in self.vendor.events.values()]
+        return names
 
     def per_core_pmu(self, word: str, type_: int, config: int) -> list[EventSpec]:
         """A generic hardware/cache/raw event: one event, or on a hybrid system
@@ -300,8 +308,10 @@ class _Parser:
         if not found:
             known = os.path.isdir(os.path.join(tracefs, "events", subsys)) or any(c in subsys for c in "*?[")
             if not known:
-                raise self.error(f"unknown tracepoint subsystem {subsys!r} (see {tracefs}/events)", spos, UnknownEventError)
-            raise self.error(f"unknown tracepoint {subsys}:{name}", npos, UnknownEventError)
+                hint = _did_you_mean(subsys, tracepoints.subsystems(tracefs))
+                raise self.error(f"unknown tracepoint subsystem {subsys!r}{hint or f' (see {tracefs}/events)'}", spos, UnknownEventError)
+            hint = _did_you_mean(name, tracepoints.events_of(tracefs, subsys))
+            raise self.error(f"unknown tracepoint {subsys}:{name}{hint}", npos, UnknownEventError)
         out = []
         for sys_, ev, tid in found:
             spec = self.new_spec(f"{sys_}:{ev}", "tracepoint", type=PERF_TYPE_TRACEPOINT, config=tid)
@@ -408,9 +418,10 @@ class _Parser:
         terms = self.terms()
         matched = find_pmus(pmu_name, self.sysfs_root)
         if not matched:
+            hint = _did_you_mean(pmu_name, list(pmus(self.sysfs_root)))
             raise self.error(
                 f"cannot find PMU {pmu_name!r} in {os.path.join(self.sysfs_root, 'bus/event_source/devices')} "
-                "(missing kernel support or not this machine's hardware)",
+                f"(missing kernel support or not this machine's hardware){hint}",
                 ppos,
                 UnknownEventError,
             )
@@ -489,8 +500,9 @@ class _Parser:
                     spec.extra["sample_after_value"] = alias.info["period"]
             return
         valid = sorted(pmu.formats) + list(GENERAL_TERMS)
+        hint = _did_you_mean(key, valid + list(pmu.aliases))
         raise self.error(
-            f"unknown term {key!r} for PMU {pmu.name!r} (valid terms: {', '.join(valid)}; "
+            f"unknown term {key!r} for PMU {pmu.name!r}{hint} (valid terms: {', '.join(valid)}; "
             f"events: {', '.join(sorted(pmu.aliases)) or 'none'})",
             term.pos,
             UnknownEventError,
@@ -531,6 +543,16 @@ class _Parser:
         else:
             spec.extra[key.replace("-", "_")] = value
         return True
+
+
+def _did_you_mean(word: str, candidates: list[str]) -> str:
+    import difflib
+
+    lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(lower), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return ": did you mean " + " or ".join(repr(lower[c]) for c in close) + "?"
 
 
 def _split_hybrid_group(members: list[EventSpec]) -> list[list[EventSpec]]:
