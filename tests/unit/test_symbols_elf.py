@@ -285,3 +285,80 @@ def test_corrupted_headers_never_crash(bins, tmp_path):
                     SymbolTable.from_elf(raw)
         except FormatError:
             pass
+
+
+def test_elf32_object_symbols_match_pyelftools(tmp_path):
+    elftools = pytest.importorskip("elftools.elf.elffile")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "t.c"
+    src.write_text("static int helper(int x) { return x * 2; }\n"
+                   "int visible(int x) { return helper(x) + 1; }\nint data_obj = 3;\n")
+    obj = tmp_path / "t32.o"
+    res = subprocess.run(["gcc", "-m32", "-O1", "-c", "-o", str(obj), str(src)],
+                         capture_output=True, timeout=60)
+    if res.returncode != 0:
+        pytest.skip(f"gcc -m32 cannot compile here: {res.stderr[-200:]!r}")
+    ours = ElfFile.open(obj)
+    assert not ours.elf64 and ours.little_endian
+    raw = ours.symbols(".symtab")
+    with open(obj, "rb") as f:
+        ref = list(elftools.ELFFile(f).get_section_by_name(".symtab").iter_symbols())
+    assert [(int(raw.st_value[i]), int(raw.st_size[i]), int(raw.st_info[i]) >> 4, raw.name(i))
+            for i in range(len(raw))] == \
+        [(s["st_value"], s["st_size"],
+          {"STB_LOCAL": 0, "STB_GLOBAL": 1, "STB_WEAK": 2}[s["st_info"]["bind"]], s.name)
+         for s in ref]
+    assert "visible" in {raw.name(i) for i in range(len(raw))}
+
+
+def _tiny_elf(order: str, elf64: bool) -> bytes:
+    """A minimal ELF with .symtab/.strtab/.shstrtab in the given byte order."""
+    import struct
+    strtab = b"\0alpha\0beta\0"
+    shstr = b"\0.symtab\0.strtab\0.shstrtab\0"
+    if elf64:
+        sym = lambda n, v, z, info: struct.pack(order + "IBBHQQ", n, info, 0, 1, v, z)  # noqa: E731
+        ehsize, shentsize = 64, 64
+    else:
+        sym = lambda n, v, z, info: struct.pack(order + "IIIBBH", n, v, z, info, 0, 1)  # noqa: E731
+        ehsize, shentsize = 52, 40
+    symtab = sym(0, 0, 0, 0) + sym(1, 0x1000, 0x20, 0x12) + sym(7, 0x1020, 0x10, 0x12)
+    body = ehsize
+    off_str, off_sym = body, body + len(strtab)
+    off_shstr = off_sym + len(symtab)
+    shoff = (off_shstr + len(shstr) + 7) & ~7
+    ident = b"\x7fELF" + bytes([2 if elf64 else 1, 1 if order == "<" else 2, 1]) + bytes(9)
+    if elf64:
+        hdr = ident + struct.pack(order + "HHIQQQIHHHHHH", 2, 62, 1, 0x1000, 0, shoff, 0, ehsize,
+                                  0, 0, shentsize, 4, 3)
+        sh = lambda *a: struct.pack(order + "IIQQQQIIQQ", *a)  # noqa: E731
+    else:
+        hdr = ident + struct.pack(order + "HHIIIIIHHHHHH", 2, 3, 1, 0x1000, 0, shoff, 0, ehsize,
+                                  0, 0, shentsize, 4, 3)
+        sh = lambda *a: struct.pack(order + "IIIIIIIIII", *a)  # noqa: E731
+    entsize = 24 if elf64 else 16
+    shdrs = (sh(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+             + sh(1, 2, 0, 0, off_sym, len(symtab), 2, 1, 8, entsize)
+             + sh(9, 3, 0, 0, off_str, len(strtab), 0, 0, 1, 0)
+             + sh(17, 3, 0, 0, off_shstr, len(shstr), 0, 0, 1, 0))
+    blob = hdr + strtab + symtab + shstr
+    return blob + bytes(shoff - len(blob)) + shdrs
+
+
+@pytest.mark.parametrize("order,elf64", [("<", True), (">", True), ("<", False), (">", False)])
+def test_byte_orders_and_classes(tmp_path, order, elf64):
+    path = tmp_path / "tiny.elf"
+    path.write_bytes(_tiny_elf(order, elf64))
+    e = ElfFile.open(path)
+    assert e.little_endian == (order == "<") and e.elf64 == elf64
+    assert [s.name for s in e.sections] == ["", ".symtab", ".strtab", ".shstrtab"]
+    t = SymbolTable.from_elf(e.symbols(".symtab"))
+    assert t.find(0x1005) == ("alpha", 5) and t.find(0x102F) == ("beta", 0xF)
+    assert t.find(0x1030) is None
+    elftools = pytest.importorskip("elftools.elf.elffile")
+    with open(path, "rb") as f:
+        ref = [(s.name, s["st_value"], s["st_size"])
+               for s in elftools.ELFFile(f).get_section_by_name(".symtab").iter_symbols()]
+    raw = e.symbols(".symtab")
+    assert [(raw.name(i), int(raw.st_value[i]), int(raw.st_size[i])) for i in range(len(raw))] == ref
