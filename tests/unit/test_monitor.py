@@ -216,6 +216,20 @@ def test_build_batch_deltas_scaling_and_context(fixture_monitor):
     assert set(out) == {c for c, _ in mon.schema()}
 
 
+def test_build_batch_idle_thread_is_zero_not_nan(fixture_monitor):
+    mon = mm.Monitor("task-clock", cpus=[0], interval_ms=10, context=False, power=False,
+                     sysfs=fixture_monitor.sysfs, procfs=fixture_monitor.procfs)
+    mon._slots = [mm._Slot(None, 0, [0], 0, 4)]
+    mon._rec_words = 4
+    prev = np.array([1, 5, 5, 100], dtype=np.uint64)
+    # time_enabled did not move: the (per-thread) event's task never ran
+    chunk = mm._Chunk(bytearray(struct.pack("=4Q", 1, 5, 5, 100)))
+    chunk.n, chunk.ts = 1, np.array([10 * MS], dtype=np.int64)
+    chunk.late, chunk.skipped = np.array([False]), np.zeros(1, dtype=np.int32)
+    out, *_ = mon._build_batch(chunk, prev, 0, None)
+    assert out["task-clock"].tolist() == [0.0]
+
+
 def test_build_batch_counter_wrap(fixture_monitor):
     mon = mm.Monitor("task-clock", cpus=[0], interval_ms=10, context=False, power=False,
                      sysfs=fixture_monitor.sysfs, procfs=fixture_monitor.procfs)

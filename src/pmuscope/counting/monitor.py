@@ -29,8 +29,8 @@ every CPU:
 Columns: ``timestamp`` (ns, CLOCK_MONOTONIC, at the end of the interval),
 ``interval_ms``, ``cpu`` or ``tid``, one column per event (delta scaled by
 ``time_enabled/time_running`` of its group and by the event's sysfs
-``.scale``; NaN when the group did not run or the event does not exist on
-that CPU), ``time_enabled``/``time_running`` (ns deltas; with several groups
+``.scale``; NaN when the group was enabled but never got on the PMU, or
+the event does not exist on that CPU; 0 for a thread that did not run), ``time_enabled``/``time_running`` (ns deltas; with several groups
 the largest enabled and the smallest running time), ``late``, ``skipped``,
 then context: ``freq_mhz``, ``util``, ``governor`` and machine columns
 (``temp_*_c``, ``hwmon_*``, ``energy_*_j``).
@@ -696,8 +696,10 @@ class Monitor:
             d_run = delta[:, o + 2]
             np.maximum(enabled[:, e], d_ena, out=enabled[:, e])
             np.minimum(running[:, e], d_run, out=running[:, e])
+            # enabled but never on the PMU: not counted (NaN). Not even enabled
+            # (a per-thread event of a thread that did not run): a true 0.
             with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = np.where(d_run > 0, d_ena / np.where(d_run > 0, d_run, 1), np.nan)
+                ratio = np.where(d_run > 0, d_ena / np.where(d_run > 0, d_run, 1), np.where(d_ena == 0, 1.0, np.nan))
             for k, j in enumerate(slot.columns):
                 events[j][:, e] = delta[:, o + 3 + k] * ratio * self.specs[j].scale
         running[running == np.iinfo(np.int64).max] = 0
