@@ -12,7 +12,7 @@ from pmuscope.errors import FormatError
 from pmuscope.spe import (
     decode_packets,
     decode_records,
-    describe,
+    dump_lines,
     encode_packet,
     iter_packets,
     spe_parser_tables,
@@ -66,8 +66,11 @@ def test_any_bytes_decode_without_exception_and_match_reference(raw, block, chun
     assert set(recs.bad_offsets.tolist()) == set(pk.offset[bad].tolist())
     assert all(0 <= o < len(raw) for o in recs.bad_offsets.tolist())
     assert set(recs.bad_reasons.tolist()) <= {BAD_INVALID_HEADER, BAD_TRUNCATED}
-    lines = [describe(p) for p in iter_packets(raw)]
-    assert lines.count("Bad packet!") == len(recs.bad_offsets)
+    lines = list(dump_lines(raw, header=True))
+    assert len(lines) == 1 + len(list(iter_packets(raw)))
+    assert sum(line.endswith(" Bad packet!") for line in lines) == len(recs.bad_offsets)
+    tables = spe_parser_tables(recs)
+    assert sum(len(t["cpu"]) for t in tables.values()) == int((recs.op_class >= 0).sum() - (recs.op_class == 3).sum())
 
 
 def _packet_strategy():
@@ -99,9 +102,14 @@ def _records(draw):
 
 
 @SETTINGS
-@given(packets=_records(), extended=st.booleans())
-def test_valid_packet_sequences_round_trip(packets, extended):
-    raw = b"".join(encode_packet(t, i, p, payload_len=n, extended=extended) for t, i, p, n in packets)
+@given(packets=_records(), extended=st.booleans(), align=st.lists(st.tuples(st.booleans(), st.integers(0, 3)), max_size=40))
+def test_valid_packet_sequences_round_trip(packets, extended, align):
+    raw = b""
+    for k, (t, i, p, n) in enumerate(packets):
+        if k < len(align) and align[k][0]:  # an alignment packet before some packets
+            raw += encode_alignment(len(raw), align[k][1])
+        raw += encode_packet(t, i, p, payload_len=n, extended=extended)
+    raw += bytes(16)  # an alignment near the end needs its whole span in the buffer
     decoded = [(t, i, p) for _, t, i, p in _fast(raw)]
     expected = []
     for t, i, p, n in packets:
