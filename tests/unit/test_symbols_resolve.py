@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from pmuscope.errors import FormatError, ProcessGoneError
-from pmuscope.symbols import (AddressSpace, ElfFile, KernelSymbols, Mapping, Maps, PerfMap,
-                              Symbolizer, parse_modules, parse_perf_map)
+from pmuscope.symbols import (AddressSpace, DsoCache, ElfFile, KernelSymbols, Mapping, Maps,
+                              PerfMap, Symbolizer, parse_modules, parse_perf_map, shared_cache)
 from pmuscope.symbols.elf import PT_LOAD
 from tests.conftest import DATA
 from tests.unit.test_symbols_elf import bins, nm_text_symbols  # noqa: F401  (fixture)
@@ -170,7 +170,7 @@ def test_resolve_many_equals_one_by_one_and_parses_once(bins):
     maps = Maps()
     for pid, base in ((1, 0x5555_0000_0000), (2, 0x5600_0000_0000)):
         load_like_ld_so(maps, pid, bins["demo_pie"], base)
-    s = Symbolizer(maps, kernel=False)
+    s = Symbolizer(maps, kernel=False, cache=DsoCache())
     rng = np.random.default_rng(1)
     text = [seg for seg in ElfFile.open(bins["demo_pie"]).load_segments if seg.p_flags & 1][0]
     vaddrs = rng.integers(text.p_vaddr, text.p_vaddr + text.p_filesz, size=3000)
@@ -184,6 +184,14 @@ def test_resolve_many_equals_one_by_one_and_parses_once(bins):
     # same vaddr in both processes -> same symbol id
     assert len(set(r.sym_id[vaddrs == vaddrs[0]])) == 1
     assert s.sym_dso(int(r.sym_id[r.sym_id >= 0][0])) == s.dso_id(str(bins["demo_pie"]))
+    # a second symbolizer of the run reuses the shared cache
+    a = Symbolizer(maps, kernel=False)
+    b = Symbolizer(maps, kernel=False)
+    assert a.cache is b.cache is shared_cache()
+    a.resolve(1, int(ips[0]))
+    before = a.cache.parsed
+    b.resolve(2, int(ips[0]))
+    assert b.cache.parsed == before
 
 
 def test_resolve_many_rejects_mismatched_lengths():

@@ -14,7 +14,7 @@ perf does, fast.
 """
 
 from .demangle import cxa_demangle_available, demangle, demangle_cxx, demangle_rust
-from .dso import DsoCache, ElfDso, debug_file_candidates, load_elf_dso
+from .dso import DsoCache, ElfDso, debug_file_candidates, load_elf_dso, shared_cache
 from .elf import ElfFile, RawSymbols, Section, Segment
 from .kernel import KERNEL_DSO, KernelSymbols, ModuleRange, parse_modules
 from .maps import AddressSpace, Mapping, Maps
@@ -27,5 +27,5 @@ __all__ = [
     "Maps", "ModuleRange", "PerfMap", "RawSymbols", "Resolved", "Section", "Segment",
     "SymbolTable", "Symbolizer", "UNKNOWN", "cxa_demangle_available", "debug_file_candidates",
     "demangle", "demangle_cxx", "demangle_rust", "load_elf_dso", "parse_modules",
-    "parse_perf_map",
+    "parse_perf_map", "shared_cache",
 ]

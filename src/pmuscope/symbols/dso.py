@@ -28,6 +28,8 @@ from .elf import ET_EXEC, PF_X, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, E
 from .table import SymbolTable
 
 DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
+#: perf's build-id cache
+DEFAULT_BUILDID_DIR = os.path.join(os.path.expanduser("~"), ".debug")
 
 
 def _crc32_of(path: str) -> int:
@@ -203,6 +205,11 @@ class DsoCache:
         self._lock = threading.Lock()
         self.parsed = 0
 
+    def clear(self) -> None:
+        """Forget every parsed DSO."""
+        with self._lock:
+            self._by_key.clear()
+
     def get(self, path: str, expect_build_id: str | None = None) -> ElfDso | None:
         """The DSO for ``path``. With ``expect_build_id`` (from an MMAP2 record)
         a file that is gone or was rebuilt since the recording gives way to the
@@ -249,3 +256,19 @@ class DsoCache:
             self._by_key[key] = dso
             self.parsed += 1
         return dso
+
+
+_SHARED: dict[tuple, DsoCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache(debug_root: str = DEFAULT_DEBUG_ROOT,
+                 buildid_dir: str | None = DEFAULT_BUILDID_DIR) -> DsoCache:
+    """The process-wide :class:`DsoCache` for these search roots, so every
+    :class:`~pmuscope.symbols.Symbolizer` of a run parses a binary only once."""
+    key = (debug_root, buildid_dir)
+    with _SHARED_LOCK:
+        c = _SHARED.get(key)
+        if c is None:
+            c = _SHARED[key] = DsoCache(debug_root=debug_root, buildid_dir=buildid_dir)
+        return c

@@ -12,7 +12,6 @@ per run, and each name is demangled once.
 from __future__ import annotations
 
 import ctypes
-import os
 import tempfile
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from .demangle import demangle as _demangle
 from ..errors import FormatError, ProcessGoneError
-from .dso import DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso
+from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso, shared_cache
 from .kernel import KERNEL_DSO, KernelSymbols
 from .maps import AddressSpace, Mapping, Maps
 from .perfmap import PerfMap
@@ -66,7 +65,8 @@ class Symbolizer:
     files live; ``tmp_dir`` holds ``perf-PID.map`` JIT maps; ``kernel`` is a
     :class:`KernelSymbols` or None to read ``PROCFS_ROOT/kallsyms`` on first
     use (False: no kernel symbols). ``[vdso]`` addresses resolve against the
-    running kernel's vdso (``vdso=False`` turns that off).
+    running kernel's vdso (``vdso=False`` turns that off). Parsed binaries
+    live in ``cache``, by default one shared by all symbolizers of the process.
     """
 
     def __init__(self, maps: Maps | None = None, *, kernel: KernelSymbols | None | bool = None,
@@ -79,9 +79,8 @@ class Symbolizer:
         self.tmp_dir = tmp_dir
         self.use_proc_maps = use_proc_maps
         if buildid_dir is None:
-            buildid_dir = os.path.join(os.path.expanduser("~"), ".debug")
-        self.cache = cache if cache is not None else DsoCache(debug_root=debug_root,
-                                                               buildid_dir=buildid_dir)
+            buildid_dir = DEFAULT_BUILDID_DIR
+        self.cache = cache if cache is not None else shared_cache(debug_root, buildid_dir)
         self._kernel = kernel
         self._dso_names: list[str] = []
         self._dso_ids: dict[str, int] = {}
