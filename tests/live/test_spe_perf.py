@@ -100,3 +100,18 @@ def test_perf_report_dump_equals_pmuscope_dump(perf_bin, tmp_path, seed, capsys)
     aux_perf = re.findall(r"(0x[0-9a-f]+ \[0x30\]: PERF_RECORD_AUXTRACE .*)", proc.stdout)
     aux_ours = re.findall(r"(0x[0-9a-f]+ \[0x30\]: PERF_RECORD_AUXTRACE .*)", out)
     assert aux_ours == aux_perf and len(aux_ours) == 2
+
+
+@pytest.mark.parametrize("name", ["arm_spe_decoder_test.SampleSPEPackets.bin", "spe-b1-ts0.data", "spe-b1-ts1.data"])
+def test_perf_prints_the_published_captures_as_pmuscope_does(perf_bin, tmp_path, data_dir, name):
+    data = (data_dir / "spe" / name).read_bytes()
+    path = tmp_path / "capture.data"
+    _perf_data(str(path), [(0, data)])
+    proc = subprocess.run([perf_bin, "report", "-D", "-i", str(path)], capture_output=True, text=True, timeout=120)
+    perf_lines = [l for l in _spe_lines(proc.stdout) if _PKT_LINE.match(l)]
+    if not perf_lines:
+        pytest.skip(f"this perf does not dump Arm SPE AUXTRACE data: {proc.stderr.strip()[-200:]}")
+    assert perf_lines == list(dump_lines(data))
+    if name.startswith("arm_spe"):
+        expected = [l for l in (data_dir / "spe" / (name[:-4] + ".expected.txt")).read_text().splitlines() if l.startswith(".")]
+        assert perf_lines == expected
