@@ -310,3 +310,26 @@ def test_enospc_out_of_breakpoint_slots():
     finally:
         for ev in held:
             ev.close()
+
+
+def test_unsupported_generic_hardware_event():
+    """A generic hardware event this PMU lacks (on this AMD vPMU: bus-cycles) gets
+    ENOENT/EOPNOTSUPP from the kernel: "not supported by this CPU's PMU" here, and
+    NoHardwarePMUError when the same errno comes on a machine without a core PMU."""
+    if hardware_pmu_reason() is not None:
+        pytest.skip(f"needs a hardware PMU: {hardware_pmu_reason()}")
+    names = {abi.PerfHwId.BUS_CYCLES: "bus-cycles", abi.PerfHwId.REF_CPU_CYCLES: "ref-cycles",
+             abi.PerfHwId.STALLED_CYCLES_FRONTEND: "stalled-cycles-frontend",
+             abi.PerfHwId.STALLED_CYCLES_BACKEND: "stalled-cycles-backend"}
+    for config, name in names.items():
+        try:
+            PerfEventFd(perf_event_attr(type=abi.PERF_TYPE_HARDWARE, config=config, exclude_kernel=1), event=name).close()
+        except E.EventNotSupportedError as err:
+            assert type(err) is E.EventNotSupportedError and err.errno in (errno.ENOENT, errno.EOPNOTSUPP)
+            assert f"'{name}' is not supported by this CPU's PMU" in str(err)
+            from pmuscope.kernel.syscall import error_from_errno
+
+            no_pmu = error_from_errno(err.errno, perf_event_attr(type=0, config=config), event=name, sysfs="/nonexistent")
+            assert type(no_pmu) is E.NoHardwarePMUError and "exposes none" in str(no_pmu)
+            return
+    pytest.skip("every generic hardware event opens on this PMU")
