@@ -517,9 +517,10 @@ class PerfDataFile:
                 payload = memoryview(st.read(psz, f"AUXTRACE payload of {psz} bytes"))
             yield type_, misc, memoryview(rec), pos, payload
 
-    def _decompressed_records(self) -> Iterator[tuple]:
+    def _decompressed_records(self, containers: bool = False) -> Iterator[tuple]:
         """File-order records with COMPRESSED/COMPRESSED2 expanded in place; the
-        inner records carry the file offset of the compressed record."""
+        inner records carry the file offset of the compressed record. With
+        ``containers`` the compressed records themselves come first too."""
         writer = sink = None
         leftover = b""
         left_at = 0
@@ -530,6 +531,8 @@ class PerfDataFile:
             if type_ != R.COMPRESSED and type_ != R.COMPRESSED2:
                 yield rec
                 continue
+            if containers:
+                yield rec
             mv, off = rec[2], rec[3]
             if type_ == R.COMPRESSED2:
                 if len(mv) < 16:
@@ -645,9 +648,10 @@ class PerfDataFile:
         return [a.name or default_event_name(a.attr) for a in self.attrs]
 
     def counts(self) -> dict[int, int]:
-        """Number of records of each type (compressed ones expanded), like ``perf report --stats``."""
+        """Number of records of each type, like ``perf report --stats``: the
+        records inside COMPRESSED/COMPRESSED2 and the compressed records themselves."""
         out: dict[int, int] = {}
-        for rec in self._decompressed_records():
+        for rec in self._decompressed_records(containers=True):
             out[rec[0]] = out.get(rec[0], 0) + 1
         return out
 

@@ -16,6 +16,8 @@ from pmuscope.perfdata.writer import PerfDataWriter
 PERF_STATS_NAMES = {64: "ATTR", 65: "EVENT_TYPE", 66: "TRACING_DATA", 67: "BUILD_ID", 80: "FEATURE"}
 #: records that only make sense in pipe mode; dropped when converting to file mode
 PIPE_ONLY = {abi.PERF_RECORD_HEADER_ATTR, abi.PERF_RECORD_HEADER_FEATURE, abi.PERF_RECORD_HEADER_TRACING_DATA}
+#: compressed containers: their records are written expanded when converting
+CONTAINERS = {abi.PERF_RECORD_COMPRESSED, abi.PERF_RECORD_COMPRESSED2}
 
 
 def stats_name(type_: int) -> str:
@@ -61,7 +63,8 @@ def perf_stats(perf_bin: str, path: str) -> tuple[dict[str, int], dict[str, int]
 
 def convert(src: PerfDataFile, dest: str) -> dict[str, int]:
     """Rewrite ``src`` as an uncompressed file-mode perf.data (attrs at 128
-    bytes); returns the record counts written, by perf's --stats names."""
+    bytes); returns the record counts written, by perf's --stats names
+    (what ``perf report --stats`` must then print for the new file)."""
     counts: dict[str, int] = {}
     with PerfDataWriter(dest, host=False) as w:
         for a in src.attrs:
