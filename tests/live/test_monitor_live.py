@@ -100,6 +100,30 @@ def test_per_thread_rows():
         proc.wait()
 
 
+def test_per_thread_counts_threads_started_later():
+    code = (
+        "import threading, time\n"
+        "time.sleep(0.4)\n"
+        "def spin():\n"
+        "    end = time.monotonic() + 0.6\n"
+        "    while time.monotonic() < end: pass\n"
+        "t = threading.Thread(target=spin); t.start(); t.join()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.15)
+        mon = Monitor("task-clock", pid=proc.pid, interval_ms=100, duration=1.2)
+        tids_at_start = set(mon.entities)
+        out = _collect(mon)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(out["tid"].tolist()) <= tids_at_start
+    # the spinning thread did not exist at the start; its CPU time (0.6 s of
+    # spinning, less on a loaded machine) lands in its creator's row
+    assert np.nansum(out["task-clock"]) > 0.15e9
+
+
 def test_per_thread_stops_when_process_exits():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
     mon = Monitor("task-clock", pid=proc.pid, interval_ms=2, duration=30)

@@ -303,8 +303,10 @@ class Monitor:
     """Counter time series; iterate for row dicts, :meth:`batches` for
     columnar numpy batches, :meth:`to_dataframe` for pandas.
 
-    ``cpus`` (list or ``"0-3"``), ``all_cpus`` or ``pid`` select what is
-    counted (default: all online CPUs). ``interval_ms`` may be fractional
+    ``cpus`` (list or ``"0-3"``) or ``pid`` select what is counted (default:
+    all online CPUs). With ``pid`` there is one row per thread present at the
+    start; threads started later are counted (``inherit``) into the row of
+    the thread that created them. ``interval_ms`` may be fractional
     (≥ 0.1). The run ends after ``duration`` seconds, ``count`` intervals,
     :meth:`stop`, or when the monitored process exits.
     """
@@ -319,6 +321,7 @@ class Monitor:
         duration: float | None = None,
         count: int | None = None,
         group: bool = True,
+        inherit: bool = True,
         context: bool = True,
         context_ms: float | None = None,
         util_ms: float | None = None,
@@ -361,6 +364,7 @@ class Monitor:
                     attr = abi.perf_event_attr(type=pe.pmu_type, config=pe.config)
                     self.specs.append(EventSpec(name=pe.column, attr=attr, pmu="power", scale=pe.scale, unit=pe.unit, cpus=pe.cpus))
         self.group = group
+        self.inherit = inherit
         self.duration = duration
         if count is None and duration is not None:
             count = max(1, int(round(duration * 1e9 / self.interval_ns)))
@@ -458,7 +462,9 @@ class Monitor:
                         attr = spec.attr.copy()
                         attr.read_format = _READ_FORMAT
                         attr.disabled = 1 if not fds else 0
-                        attr.inherit = 0
+                        # with -p, threads started later count into the thread that created
+                        # them (perf stat -p does the same); CPU-wide events cannot inherit
+                        attr.inherit = 1 if self.per_thread and self.inherit else 0
                         attr.sample_period = 0
                         attr.freq = 0
                         pid, cpu = (ent, -1) if self.per_thread else (-1, ent)
