@@ -101,14 +101,18 @@ def test_ctrl_c_prints_what_was_counted():
     assert "task-clock" in err and "seconds time elapsed" in err
 
 
+SLEEPER = "import time; print('ready', flush=True); time.sleep(1.0); [time.sleep(0.01) for _ in range(30)]"
+
+
 def test_attach_pid_until_it_exits():
-    target = subprocess.Popen([PY, "-m", "pmuscope.workloads", "sleeps", "10", "30"])
+    # the target announces itself, gives the tool 1 s to attach, then sleeps 30 times
+    target = subprocess.Popen([PY, "-c", SLEEPER], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.2)
+        assert target.stdout.readline().strip() == "ready"
         r = stat("-p", str(target.pid), "-x", ",", "-e", "context-switches", timeout=30)
         assert r.returncode == 0
         value = int(r.stderr.strip().split(",")[0])
-        assert 5 <= value <= 60  # the sleeps after attach (one switch each) + preemptions on a busy machine
+        assert 30 <= value <= 80  # the 30 sleeps after attach (one switch each) + preemptions on a busy machine
     finally:
         target.kill()
         target.wait()
@@ -176,10 +180,13 @@ def test_cgroup_option():
     name = f"pmuscope-stat-{os.getpid()}"
     path = os.path.join(root, name)
     os.mkdir(path)
-    proc = subprocess.Popen([PY, "-m", "pmuscope.workloads", "sleeps", "30", "10"])
+    proc = subprocess.Popen([PY, "-c", "import time; input(); [time.sleep(0.01) for _ in range(200)]"],
+                            stdin=subprocess.PIPE, text=True)
     try:
         with open(os.path.join(path, "cgroup.procs"), "w") as f:
             f.write(str(proc.pid))
+        proc.stdin.write("\n")
+        proc.stdin.flush()  # now in the cgroup: start sleeping (for ~2 s)
         r = stat("-a", "-G", name, "-x", ",", "-e", "context-switches", "--", "sleep", "0.2")
         assert r.returncode == 0, r.stderr
         value = int(r.stderr.strip().split(",")[0])
