@@ -33,6 +33,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-power", action="store_true", help="do not add the power PMU's energy-* (RAPL) events")
     parser.add_argument("--context-interval", type=float, metavar="MS",
                         help="read context every MS (default: the interval, at least 10 ms)")
+    parser.add_argument("--util-interval", type=float, metavar="MS",
+                        help="read /proc/stat utilization every MS (default: the interval, at least 100 ms)")
+    parser.add_argument("--no-inherit", action="store_true", help="with -p: do not count threads started later")
+    parser.add_argument("--no-realtime", action="store_true",
+                        help="do not ask for SCHED_FIFO for the sampling thread (asked below 10 ms when allowed)")
     parser.add_argument("--row-group", type=int, default=65536, metavar="N", help="Parquet rows per row group")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
 
@@ -81,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         group=not args.no_group,
         context=not args.no_context,
         context_ms=args.context_interval,
+        util_ms=args.util_interval,
+        inherit=not args.no_inherit,
+        realtime=False if args.no_realtime else None,
         power=not args.no_power,
     )
     progress = _Progress(not args.quiet and sys.stderr.isatty() and args.output != "-", args.output)
