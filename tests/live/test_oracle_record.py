@@ -16,13 +16,16 @@ from pmuscope.events.defaults import TRACKING_BITS
 from tests.live.test_oracle_perf import parse_perf_vv
 from tests.unit.test_events_oracle_golden import COMPARED
 
-FIELDS = COMPARED + ("sample_type", "sample_id_all") + TRACKING_BITS + ("watermark",)
+FIELDS = COMPARED + ("sample_type", "sample_id_all", "mmap_data", "sample_regs_user", "sample_stack_user",
+                     "sample_max_stack") + TRACKING_BITS + ("watermark",)  # fmt: skip
 
 CORPUS = [
     "cycles", "cycles,instructions", "{cycles,instructions}", "cpu-clock:u", "task-clock:k,cs",
     "sched:sched_switch", "cycles:u,sched:sched_switch", "cycles/period=1000/", "cycles/freq=99/",
     "mem:0x1000:w", "L1-dcache-load-misses", "r003c:u", "cpu/event=0x76,umask=0x0/k", "{cpu-clock,task-clock}:u",
-    "page-faults",
+    "page-faults", "cpu-clock/call-graph=fp/", "cpu-clock/call-graph=dwarf/",
+    "cpu-clock/call-graph=dwarf,stack-size=4096,max-stack=20/", "cpu-clock,task-clock/call-graph=dwarf/",
+    "cpu-clock/max-stack=10,call-graph=fp/",
 ]  # fmt: skip
 
 
@@ -71,3 +74,17 @@ def _opens_cycles() -> bool:
     from tests.conftest import hardware_pmu_reason
 
     return hardware_pmu_reason() is None
+
+
+@pytest.mark.parametrize(
+    "perf_args,callchain",
+    [(["-g"], "fp"), (["--call-graph", "dwarf"], "dwarf"), (["--call-graph", "dwarf,16384"], "dwarf,16384")],
+)
+def test_record_callchain_option_matches_perf(perf, tmp_path, perf_args, callchain):
+    proc = subprocess.run(
+        [perf, "record", "-vv", *perf_args, "-o", str(tmp_path / "perf.data"), "-e", "cpu-clock,task-clock:u", "--", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    expected = [e for e in parse_perf_vv(proc.stdout + proc.stderr, FIELDS) if not (e["config"] == 9 and e["watermark"])]
+    ours = [{k: int(getattr(a, k)) for k in FIELDS} for a in record_defaults(parse_events("cpu-clock,task-clock:u"), callchain=callchain)]
+    assert ours == expected

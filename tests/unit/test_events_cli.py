@@ -150,3 +150,19 @@ def test_counting_defaults_without_workload():
     assert (attr.disabled, attr.enable_on_exec, attr.inherit, attr.sample_period, attr.freq) == (1, 0, 0, 0, 0)
     member = apply_counting_defaults(perf_event_attr(), leader=False, group_size=2)
     assert (member.disabled, member.read_format) == (0, 0xF)
+
+
+def test_callchain_modes_offline():
+    from pmuscope.errors import PmuscopeError
+    from pmuscope.events.defaults import apply_callchain
+
+    a = apply_callchain(perf_event_attr(), "dwarf,4096", tracking=True, max_stack=32, machine="aarch64")
+    assert (a.sample_stack_user, a.sample_regs_user, a.mmap_data, a.sample_max_stack) == (4096, (1 << 33) - 1, 1, 32)
+    assert a.sample_type & 0x3000 == 0x3000 and a.exclude_callchain_user == 1
+    lbr = apply_callchain(perf_event_attr(), "lbr")
+    assert lbr.sample_type & 0x800 and lbr.branch_sample_type == 0x1 | 0x800 | 0x4000 | 0x8000 | 0x20000
+    assert apply_callchain(perf_event_attr(), "no").sample_type == 0
+    with pytest.raises(PmuscopeError):
+        apply_callchain(perf_event_attr(), "dwarf", machine="s390x")
+    with pytest.raises(PmuscopeError):
+        apply_callchain(perf_event_attr(), "frame")

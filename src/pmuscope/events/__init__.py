@@ -2,7 +2,7 @@
 
 from .spec import EventSpec
 from .parser import parse_events, MODIFIER_CHARS
-from .defaults import apply_counting_defaults, stat_defaults, record_defaults, open_fallbacks
+from .defaults import apply_callchain, apply_counting_defaults, stat_defaults, record_defaults, open_fallbacks
 from . import pmu, generic, tracepoints, vendor, cpuid
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "apply_counting_defaults",
     "stat_defaults",
     "record_defaults",
+    "apply_callchain",
     "open_fallbacks",
     "MODIFIER_CHARS",
     "pmu",

@@ -3,7 +3,10 @@ session (``create_perf_stat_counter`` in tools/perf/builtin-stat.c)."""
 
 from __future__ import annotations
 
-from ..kernel.abi import PerfFormat, PerfSample, perf_event_attr
+import platform
+
+from ..errors import PmuscopeError
+from ..kernel.abi import PerfBranchSample, PerfFormat, PerfSample, perf_event_attr
 from .spec import EventSpec
 
 
@@ -63,11 +66,54 @@ def stat_defaults(spec: EventSpec, *, enable_on_exec: bool = True, inherit: bool
 TRACKING_BITS = ("mmap", "comm", "task", "mmap2", "comm_exec", "ksymbol", "bpf_event")
 
 
+#: the user registers perf samples for DWARF unwinding (PERF_REGS_MASK of tools/perf/arch/*/include/perf_regs.h)
+DWARF_REGS_MASK = {"x86_64": 0xFF0FFF, "aarch64": (1 << 33) - 1}
+DEFAULT_DWARF_STACK = 8192
+
+
+def apply_callchain(attr: perf_event_attr, mode: str, *, tracking: bool = False, max_stack: int | None = None,
+                    machine: str | None = None) -> perf_event_attr:  # fmt: skip
+    """Set what perf record sets for ``--call-graph MODE`` / ``call-graph=MODE``
+    (``evsel__config_callchain`` in tools/perf/util/evsel.c): ``fp`` adds
+    CALLCHAIN; ``dwarf[,SIZE]`` adds CALLCHAIN|REGS_USER|STACK_USER (and
+    ADDR|DATA_SRC, mmap_data on the tracking event, as perf 6.1 does), the
+    user registers, a SIZE-byte user stack copy (default 8192) and
+    exclude_callchain_user; ``lbr`` adds CALLCHAIN|BRANCH_STACK with the
+    call-stack branch filter; ``no`` changes nothing."""
+    kind, _, size = mode.partition(",")
+    if kind == "no":
+        return attr
+    if kind not in ("fp", "dwarf", "lbr"):
+        raise PmuscopeError(f"unknown call-graph mode {mode!r}: use fp, dwarf[,size], lbr or no")
+    attr.sample_type |= PerfSample.CALLCHAIN
+    if kind == "dwarf":
+        machine = machine or platform.machine()
+        if machine not in DWARF_REGS_MASK:
+            raise PmuscopeError(f"call-graph=dwarf: user register set for {machine} is not known; use fp")
+        stack = int(size, 0) if size else DEFAULT_DWARF_STACK
+        attr.sample_type |= PerfSample.REGS_USER | PerfSample.STACK_USER | PerfSample.ADDR | PerfSample.DATA_SRC
+        attr.sample_regs_user = DWARF_REGS_MASK[machine]
+        attr.sample_stack_user = stack
+        attr.exclude_callchain_user = 1
+        if tracking:
+            attr.mmap_data = 1
+    elif kind == "lbr":
+        attr.sample_type |= PerfSample.BRANCH_STACK
+        attr.branch_sample_type = (
+            PerfBranchSample.USER | PerfBranchSample.CALL_STACK | PerfBranchSample.NO_FLAGS
+            | PerfBranchSample.NO_CYCLES | PerfBranchSample.HW_INDEX
+        )  # fmt: skip
+    if max_stack is not None:
+        attr.sample_max_stack = max_stack
+    return attr
+
+
 def record_defaults(
     specs: list[EventSpec],
     *,
     freq: int = 4000,
     period: int | None = None,
+    callchain: str | None = None,
     enable_on_exec: bool = True,
     inherit: bool = True,
 ) -> list[perf_event_attr]:
@@ -82,10 +128,12 @@ def record_defaults(
       a fixed sample_period, like ``-c``);
     - sample_id_all, inherit; disabled and enable_on_exec on group leaders;
     - the side-band bits (mmap, comm, task, mmap2, comm_exec, ksymbol,
-      bpf_event) on the first event only.
+      bpf_event) on the first event only;
+    - call chains: the event's ``call-graph=``/``max-stack=`` terms, else
+      ``callchain`` (like ``-g`` / ``--call-graph``), see :func:`apply_callchain`.
     """
     attrs: list[perf_event_attr] = []
-    for spec in specs:
+    for n, spec in enumerate(specs):
         attr = spec.attr.copy()
         attr.sample_type |= PerfSample.IP | PerfSample.TID | PerfSample.TIME
         if spec.freq_set:
@@ -107,6 +155,14 @@ def record_defaults(
         leader = spec.leader or spec.group is None
         attr.disabled = 1 if leader else 0
         attr.enable_on_exec = 1 if leader and enable_on_exec else 0
+        mode = spec.call_graph or callchain
+        if mode:
+            stack = spec.extra.get("stack_size")
+            if stack and mode.split(",")[0] == "dwarf" and "," not in mode:
+                mode = f"dwarf,{stack}"
+            apply_callchain(attr, mode, tracking=n == 0, max_stack=spec.max_stack)
+        elif spec.max_stack is not None:
+            attr.sample_max_stack = spec.max_stack
         attrs.append(attr)
     if len(attrs) > 1:
         same = len({int(a.sample_type) for a in attrs}) == 1
