@@ -79,3 +79,27 @@ def test_attr_cli_agrees_with_perf(capsys, perf_bin):
     assert main(["attr", "--json", text]) == 0
     ours = json.loads(capsys.readouterr().out)
     assert [{k: row[k] for k in COMPARED} for row in ours] == perf_attrs(perf_bin, text)
+
+
+def _perf_list(perf: str, group: str) -> set[str]:
+    import subprocess
+
+    out = subprocess.run([perf, "list", "--raw-dump", group], capture_output=True, text=True, timeout=120).stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("group", ["hw", "sw", "cache", "pmu", "tracepoint"])
+def test_lists_everything_perf_lists(capsys, perf_bin, group):
+    rows, _ = listing(capsys, group)
+    ours = {n for r in rows for n in [r["name"], *r.get("aliases", [])]}
+    missing = _perf_list(perf_bin, group) - ours
+    assert not missing
+
+
+@pytest.mark.parametrize("group", ["hw", "cache"])
+def test_probe_agrees_with_perf_list(capsys, perf_bin, group):
+    """perf list shows only the hardware/cache events that open here
+    (is_event_supported): exactly those must probe as working."""
+    rows, _ = listing(capsys, "--probe", group)
+    perf_says = _perf_list(perf_bin, group)
+    assert {r["name"] for r in rows if r["works"]} == {r["name"] for r in rows if r["name"] in perf_says}

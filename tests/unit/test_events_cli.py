@@ -84,7 +84,7 @@ def test_catalogue_groups_and_filters():
     assert {"cpu-cycles", "L1-dcache-load-misses", "armv8_pmuv3_0/cpu_cycles/", "arm_spe_0//"} <= names
     assert "cycles" in next(e for e in events if e.name == "cpu-cycles").aliases
     assert all(e.description for e in events)
-    assert {e.group for e in filter_events(events, "sw")} == {"software"}
+    assert {e.group for e in filter_events(events, "sw")} == {"software", "tool"}
     assert [e.name for e in filter_events(events, "CPU_CYC*")] == ["armv8_pmuv3_0/cpu_cycles/"]
     assert "branch-load-misses" in {e.name for e in filter_events(events, "branch-load")}
 

@@ -102,7 +102,9 @@ def filter_events(events: list[EventInfo], glob: str | None) -> list[EventInfo]:
         return events
     group = GROUP_WORDS.get(glob.lower())
     if group:
-        return [e for e in events if e.group == group]
+        # perf list sw also shows the tool events
+        wanted = {group, "tool"} if group == "software" else {group}
+        return [e for e in events if e.group in wanted]
     pattern = glob.lower() if any(c in glob for c in "*?[") else f"*{glob.lower()}*"
     return [e for e in events if any(fnmatch.fnmatchcase(n.lower(), pattern) for n in _match_names(e))]
 

@@ -67,13 +67,7 @@ def expand(tracefs: str, subsystem: str, name: str) -> list[tuple[str, str, int]
 
 
 def all_tracepoints(tracefs: str) -> list[str]:
-    """Every ``subsystem:name`` (cheap: reads ``available_events`` when present)."""
-    text = None
-    try:
-        with open(os.path.join(tracefs, "available_events")) as f:
-            text = f.read()
-    except OSError:
-        pass
-    if text is not None:
-        return sorted(line.strip() for line in text.splitlines() if ":" in line)
+    """Every ``subsystem:name`` with an ``id`` file, like ``perf list``
+    (which also shows ``ftrace:function``/``ftrace:print``, absent from
+    ``available_events``)."""
     return [f"{s}:{e}" for s in subsystems(tracefs) for e in events_of(tracefs, s)]
