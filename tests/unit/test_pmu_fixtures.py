@@ -280,3 +280,11 @@ def test_hybrid_pmu_aliases_differ_per_pmu():
     assert (core.attr.type, core.attr.config, core.attr.config1) == (4, 0x1CD, 30)
     assert (atom.attr.type, atom.attr.config, atom.attr.config1) == (10, 0x5D0, 30)
     assert [s.pmu for s in parse_events("mem-stores", sysfs_root=HYBRID)] == ["cpu_atom", "cpu_core"]
+
+
+def test_vendor_dir_without_a_table_for_this_cpu_says_so(monkeypatch, tmp_path):
+    # a pmu-events tree whose mapfile names no CPU like the one running the tests
+    (tmp_path / "mapfile.csv").write_text("Family-model,Version,Filename,EventType\nNoSuchVendor-99-99,v1,none,core\n")
+    with pytest.raises(UnknownEventError) as info:
+        parse_events("MEM_LOAD_RETIRED.L3_MISS", sysfs_root=INTEL, vendor_tables=str(tmp_path))
+    assert "no vendor event table" in str(info.value) and "perf CPUID" in str(info.value)

@@ -71,6 +71,7 @@ class _Parser:
         self.vendor = vendor
         self.out: list[EventSpec] = []
         self.ngroups = 0
+        self.vendor_note = ""
 
     # -- errors / scanning ------------------------------------------------
     def error(self, reason: str, pos: int | None = None, cls=EventParseError) -> EventParseError:
@@ -253,6 +254,8 @@ class _Parser:
         if found:
             return found
         hint = _did_you_mean(word, self._known_names())
+        if not hint and self.vendor_note and re.search(r"[._]", word):
+            hint = self.vendor_note
         raise self.error(f"unknown event {word!r}{hint or ': see `pmuscope list`'}", wpos, UnknownEventError)
 
     def _known_names(self) -> list[str]:
@@ -673,7 +676,16 @@ def parse_events(
     subclass :class:`~pmuscope.errors.UnknownEventError`) pointing at the
     offending column.
     """
-    from .vendor import resolve_vendor_tables
+    from .vendor import ENV_DIR, resolve_vendor_tables
 
     vendor = resolve_vendor_tables(vendor_tables, sysfs_root=sysfs_root)
-    return _Parser(text, os.fspath(sysfs_root), tracefs_root, vendor).parse()
+    parser = _Parser(text, os.fspath(sysfs_root), tracefs_root, vendor)
+    wanted = vendor_tables if isinstance(vendor_tables, (str, os.PathLike)) else os.environ.get(ENV_DIR)
+    if vendor is None and wanted:
+        from .cpuid import read_cpu_identity
+
+        parser.vendor_note = (
+            f" (no vendor event table in {os.fspath(wanted)} matches this CPU, "
+            f"perf CPUID {read_cpu_identity().perf_cpuid})"
+        )
+    return parser.parse()
