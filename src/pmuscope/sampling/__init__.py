@@ -1,0 +1,26 @@
+"""Recording sessions (``perf record`` from Python): open sampling events per
+CPU or per thread, drain their ring buffers with ``poll()``, stream the records
+into perf.data, synthesize side band for processes that already existed, and
+decode tracepoint payloads with the tracefs ``format`` files.
+
+>>> from pmuscope.sampling import record
+>>> result = record(cmd=["python3", "-m", "pmuscope.workloads", "busy", "0.5"], output="perf.data")  # doctest: +SKIP
+>>> print(result.summary())  # doctest: +SKIP
+"""
+
+from .session import DEFAULT_MMAP_PAGES, Recorder, RecordResult, default_event, record
+from .tpformat import TracepointField, TracepointFormat, format_for_id, parse_format, read_format, tracing_data
+
+__all__ = [
+    "DEFAULT_MMAP_PAGES",
+    "Recorder",
+    "RecordResult",
+    "default_event",
+    "record",
+    "TracepointField",
+    "TracepointFormat",
+    "format_for_id",
+    "parse_format",
+    "read_format",
+    "tracing_data",
+]

@@ -1,0 +1,671 @@
+"""Recording sessions: what ``perf record`` does, from Python.
+
+Layout, as perf 6.1 does it (``perf record -vv`` shows the opens):
+
+- ``-- CMD``, ``-p PID``, ``-t TID``: one fd per (thread, online CPU) with
+  ``pid`` = the thread and ``inherit`` (children are followed; ``-t`` turns
+  inherit off like perf), one ring per CPU;
+- ``-a`` / ``-C LIST``: one fd per CPU with ``pid=-1``, one ring per CPU,
+  ``PERF_SAMPLE_CPU`` added;
+- the other events and threads of a CPU write into its ring through
+  ``PERF_EVENT_IOC_SET_OUTPUT``.
+
+Attrs are :func:`pmuscope.events.record_defaults` (perf's ``evsel__config``),
+plus CALLCHAIN with ``callgraph``. The poll loop copies every ring out in
+turn and appends the bytes to a :class:`~pmuscope.perfdata.writer.PerfDataWriter`
+(streaming: memory stays bounded by the ring sizes), with a FINISHED_ROUND
+after each pass that wrote something, like perf.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from .. import errors
+from ..kernel import abi
+from ..kernel.ring import PAGE_SIZE, RingBuffer
+from ..kernel.syscall import PerfEventFd
+from ..perfdata import synth as _pd_synth
+from . import synthesize as _synth
+
+S = abi.PerfSample
+
+#: data pages per ring: 128 pages = 512 KiB, perf's default for a privileged user
+DEFAULT_MMAP_PAGES = 128
+
+_default_event_cache: dict[str, str] = {}
+
+
+def default_event(sysfs_root: str = "/sys") -> str:
+    """``cycles`` when a hardware PMU can sample it here, else ``cpu-clock``
+    (perf's fallback); probed once per process by opening a disabled
+    ``cycles`` sampling event on this thread."""
+    if sysfs_root in _default_event_cache:
+        return _default_event_cache[sysfs_root]
+    name = "cpu-clock"
+    if os.path.isdir(os.path.join(sysfs_root, "bus/event_source/devices/cpu")):
+        attr = abi.perf_event_attr()
+        attr.type = abi.PERF_TYPE_HARDWARE
+        attr.size = abi.PERF_ATTR_SIZE_VER7
+        attr.config = abi.PERF_COUNT_HW_CPU_CYCLES
+        attr.sample_freq = 4000
+        attr.freq = 1
+        attr.disabled = 1
+        attr.exclude_kernel = 1
+        attr.exclude_hv = 1
+        try:
+            PerfEventFd(attr, 0, -1).close()
+            name = "cycles"
+        except errors.PmuscopeError:
+            pass
+    _default_event_cache[sysfs_root] = name
+    return name
+
+
+def _online_cpus(sysfs_root: str = "/sys") -> list[int]:
+    from ..events.pmu import parse_cpulist
+
+    try:
+        with open(os.path.join(sysfs_root, "devices/system/cpu/online")) as f:
+            return parse_cpulist(f.read().strip())
+    except OSError:
+        return list(range(os.cpu_count() or 1))
+
+
+@dataclass
+class RecordResult:
+    """What a finished recording captured."""
+
+    output: str | None
+    samples: int = 0
+    #: bytes of records written to the data section (synthesized ones included)
+    data_bytes: int = 0
+    #: file size after closing (0 without an output file)
+    file_bytes: int = 0
+    #: sum of PERF_RECORD_LOST.lost: records the kernel dropped because a ring was full
+    lost: int = 0
+    #: sum of PERF_RECORD_LOST_SAMPLES.lost
+    lost_samples: int = 0
+    #: PERF_RECORD_THROTTLE records: the kernel lowered the rate (perf_cpu_time_max_percent)
+    throttled: int = 0
+    wakeups: int = 0
+    #: exit status of the launched command (128+N when killed by signal N), else None
+    exit_status: int | None = None
+    duration: float = 0.0
+    events: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+    def summary(self, prog: str = "pmuscope record") -> str:
+        """perf's closing lines: wake-ups, then size, file and samples (and
+        lost/throttled when non-zero)."""
+        extra = []
+        if self.lost:
+            extra.append(f"{self.lost} lost")
+        if self.lost_samples:
+            extra.append(f"{self.lost_samples} lost samples")
+        if self.throttled:
+            extra.append(f"{self.throttled} throttled")
+        tail = "".join(", " + e for e in extra)
+        size = (self.file_bytes or self.data_bytes) / (1024 * 1024)
+        where = self.output or "(no file)"
+        return (f"[ {prog}: Woken up {self.wakeups} times to write data ]\n"
+                f"[ {prog}: Captured and wrote {size:.3f} MB {where} ({self.samples} samples{tail}) ]")
+
+
+class Recorder:
+    """A sampling session.
+
+    ``events`` is a perf event list (``-e`` syntax; default: :func:`default_event`).
+    Sampling at ``freq`` Hz (default 4000), or every ``period`` events.
+    ``callgraph=True`` records frame-pointer call chains (``-g``). Target:
+    ``cmd`` (an argv to launch, enabled at exec), ``pid``/``tid`` (attach),
+    ``system_wide`` or ``cpus`` (a list or perf cpu-list string); ``cmd`` may
+    be combined with ``system_wide``/``cpus`` (record the machine while the
+    command runs). ``output`` is the perf.data path, or None to only iterate
+    records live.
+
+    Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
+    called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
+    :meth:`records` / call :meth:`poll` yourself, then :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        events: str | Sequence[str] | None = None,
+        *,
+        freq: int = 4000,
+        period: int | None = None,
+        callgraph: bool = False,
+        pid: int | Sequence[int] | None = None,
+        tid: int | Sequence[int] | None = None,
+        cpus: str | Sequence[int] | None = None,
+        system_wide: bool = False,
+        cmd: Sequence[str] | None = None,
+        output: str | os.PathLike | None = "perf.data",
+        mmap_pages: int | None = None,
+        inherit: bool | None = None,
+        sample_cpu: bool = False,
+        argv: list[str] | None = None,
+        sysfs_root: str = "/sys",
+        procfs_root: str = "/proc",
+        build_ids: bool = True,
+    ) -> None:
+        from ..events import parse_events, record_defaults
+
+        if period is not None and period <= 0:
+            raise errors.PmuscopeError(f"sample period must be positive, got {period}")
+        if freq is not None and freq <= 0 and period is None:
+            raise errors.PmuscopeError(f"sample frequency must be positive, got {freq}")
+        self.pids = _as_list(pid)
+        self.tids = _as_list(tid)
+        if self.pids and self.tids:
+            raise errors.PmuscopeError("give either pid or tid, not both")
+        if cmd is not None and (self.pids or self.tids):
+            raise errors.PmuscopeError("a command and -p/-t cannot be combined: attach to one target")
+        if isinstance(cpus, str):
+            from ..events.pmu import parse_cpulist
+
+            try:
+                cpus = parse_cpulist(cpus)
+            except ValueError as err:
+                raise errors.PmuscopeError(f"bad CPU list {cpus!r}: {err}") from None
+        online = _online_cpus(sysfs_root)
+        if cpus is not None:
+            bad = sorted(set(cpus) - set(online))
+            if bad:
+                raise errors.PmuscopeError(f"CPU(s) {bad} are not online (online: {online})")
+        self.cpu_wide = bool(system_wide or cpus is not None)
+        if not self.cpu_wide and cmd is None and not self.pids and not self.tids:
+            # perf record with no target and no command records the whole machine
+            self.cpu_wide = True
+        self.cpus = list(cpus) if cpus is not None else online
+        self.cmd = list(cmd) if cmd is not None else None
+        self.output = os.fspath(output) if output is not None else None
+        self.procfs_root = procfs_root
+        self.build_ids = build_ids
+        self.argv = argv
+        if inherit is None:
+            inherit = not self.tids  # perf: -t implies --no-inherit
+        text = events if isinstance(events, str) or events is None else ",".join(events)
+        if not text:
+            text = default_event(sysfs_root)
+        self.specs = parse_events(text, sysfs_root=sysfs_root)
+        if not self.specs:
+            raise errors.PmuscopeError(f"no events in {text!r}")
+        self.attrs = record_defaults(self.specs, freq=freq, period=period,
+                                     enable_on_exec=self.cmd is not None and not self.cpu_wide, inherit=inherit)
+        for spec, attr in zip(self.specs, self.attrs):
+            if callgraph or (spec.call_graph or "").startswith("fp"):
+                attr.sample_type |= S.CALLCHAIN
+            if spec.max_stack:
+                attr.sample_max_stack = spec.max_stack
+            if self.cpu_wide or sample_cpu:
+                attr.sample_type |= S.CPU
+        self.names = [s.name for s in self.specs]
+        if mmap_pages is None:
+            mmap_pages = DEFAULT_MMAP_PAGES
+        if mmap_pages & (mmap_pages - 1) or mmap_pages <= 0:
+            raise errors.PmuscopeError(f"mmap pages must be a power of two, got {mmap_pages}")
+        self.mmap_pages = mmap_pages
+        self.fds: list[list[PerfEventFd]] = [[] for _ in self.attrs]
+        self.rings: list[RingBuffer] = []
+        self.workload = None
+        self.writer = None
+        self.notes: list[str] = []
+        self._started = False
+        self._closed = False
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._pidfd: int | None = None
+        self._target_gone = False
+        self._hung: set[int] = set()
+        self._t0 = 0.0
+        self._result = RecordResult(self.output, events=list(self.names))
+        self._time_pos = _time_pos(int(self.attrs[0].sample_type))
+        self._first_time: int | None = None
+        self._last_time: int | None = None
+        self._dso_names: set[str] = set()
+        self._wrote_in_round = False
+
+    # -- opening -----------------------------------------------------------------------
+    def _threads(self) -> list[int]:
+        if self.cpu_wide:
+            return [-1]
+        if self.workload is not None:
+            return [self.workload.pid]
+        if self.tids:
+            for t in self.tids:
+                if not os.path.exists(os.path.join(self.procfs_root, str(t))):
+                    raise errors.ProcessGoneError(f"thread {t} does not exist (-t)")
+            return list(self.tids)
+        out = []
+        for p in self.pids:
+            tids = _synth.process_tids(p, self.procfs_root)
+            if not tids:
+                raise errors.ProcessGoneError(f"process {p} does not exist (-p)")
+            out += tids
+        return out
+
+    def _open_one(self, i: int, pid: int, cpu: int, group: PerfEventFd | None) -> PerfEventFd | None:
+        from ..events.defaults import open_fallbacks
+
+        attr = self.attrs[i]
+        try:
+            return PerfEventFd(attr, pid, cpu, group, event=self.names[i])
+        except errors.ProcessGoneError:
+            if pid > 0 and not self.tids and self.pids:
+                return None  # a thread of the process exited meanwhile: perf skips it too
+            raise
+        except errors.PmuscopeError as err:
+            eno = getattr(err, "errno", None)
+            import errno as _errno
+
+            ename = _errno.errorcode.get(eno or 0, "")
+            for note, alt in open_fallbacks(attr, ename):
+                try:
+                    fd = PerfEventFd(alt, pid, cpu, group, event=self.names[i])
+                except errors.PmuscopeError:
+                    continue
+                if self.fds[i]:
+                    fd.close()  # the attr of an event must not change once fds are open
+                    raise
+                self.attrs[i] = alt
+                self.notes.append(f"{self.names[i]}: {note}")
+                return fd
+            raise
+
+    def _open(self) -> None:
+        threads = self._threads()
+        ring_of_cpu: dict[int, RingBuffer] = {}
+        for cpu in self.cpus:
+            for pid in threads:
+                leaders: dict[int, PerfEventFd] = {}
+                for i, spec in enumerate(self.specs):
+                    group = leaders.get(spec.group) if spec.group is not None and not spec.leader else None
+                    if spec.cpus is not None and cpu not in spec.cpus:
+                        continue
+                    fd = self._open_one(i, pid, cpu, group)
+                    if fd is None:
+                        break
+                    if spec.group is not None and spec.leader:
+                        leaders[spec.group] = fd
+                    self.fds[i].append(fd)
+                    ring = ring_of_cpu.get(cpu)
+                    if ring is None:
+                        ring_of_cpu[cpu] = self._mmap(fd)
+                    else:
+                        ring.add(fd)
+        self.rings = list(ring_of_cpu.values())
+        if not self.rings:
+            raise errors.PmuscopeError("no event could be opened on any CPU of the target")
+
+    def _mmap(self, fd: PerfEventFd) -> RingBuffer:
+        pages = self.mmap_pages
+        while True:
+            try:
+                ring = RingBuffer(fd, pages)
+                break
+            except errors.PermissionDeniedError:
+                if pages <= 1:
+                    raise
+                pages //= 2  # the mlock budget (perf_event_mlock_kb) is per user: shrink like perf -m would
+        if pages != self.mmap_pages and not any("ring" in n for n in self.notes):
+            self.notes.append(f"ring buffers shrunk to {pages} pages ({pages * PAGE_SIZE // 1024} KiB) "
+                              "by the perf_event_mlock_kb limit")
+        return ring
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def start(self) -> "Recorder":
+        """Open the events, map the rings, write the header part and the
+        synthesized side band, then enable (or let the command exec)."""
+        if self._started:
+            return self
+        self._started = True
+        self._t0 = time.monotonic()
+        try:
+            if self.cmd is not None:
+                from ..counting.workload import Workload
+
+                self.workload = Workload(self.cmd)
+            self._open()
+            if self.output is not None:
+                self._open_writer()
+            self._synthesize()
+            if self.workload is not None:
+                self._pidfd = self.workload.pidfd()
+            elif self.pids and not self.cpu_wide:
+                try:
+                    self._pidfd = os.pidfd_open(self.pids[0])
+                except (AttributeError, OSError):
+                    self._pidfd = None
+            if self.workload is None or self.cpu_wide:
+                for fds in self.fds:
+                    for fd in fds:
+                        fd.enable()
+            if self.workload is not None:
+                self.workload.start()
+        except BaseException:
+            if self.workload is not None:
+                self.workload.cancel()
+            self._teardown()
+            if self.writer is not None:
+                self.writer.close()
+            raise
+        return self
+
+    def _open_writer(self) -> None:
+        from ..perfdata.features import Feature
+        from ..perfdata.writer import PerfDataWriter
+
+        self.writer = PerfDataWriter(self.output, argv=self.argv)
+        for i, attr in enumerate(self.attrs):
+            self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
+        tps = [tuple(s.name.split(":", 1)) for s, a in zip(self.specs, self.attrs)
+               if a.type == abi.PERF_TYPE_TRACEPOINT and ":" in s.name]
+        if tps:
+            from .tpformat import tracing_data
+
+            self.writer.features[Feature.TRACING_DATA] = tracing_data([(a, b.split("/")[0]) for a, b in tps])
+
+    def _synthesize(self) -> None:
+        st = int(self.attrs[0].sample_type)
+        if self.cpu_wide:
+            pids = _synth.all_pids(self.procfs_root)
+        elif self.workload is not None:
+            pids = []
+        else:
+            pids = sorted({int(_synth._status(os.path.join(self.procfs_root, str(t), "status")).get("Tgid", t))
+                           for t in (self.pids or self.tids)})
+        out = list(_synth.synthesize(pids, st, procfs_root=self.procfs_root))
+        if out:
+            blob = b"".join(out)
+            self._write(blob)
+            self._write(_FINISHED_ROUND)
+            if self.build_ids:
+                self._dso_names.update(_synth.mmap_filenames(blob))
+
+    def _write(self, chunk: bytes) -> None:
+        if self.writer is not None:
+            self.writer.write(chunk)
+        self._result.data_bytes += len(chunk)
+
+    def stop(self) -> None:
+        """Ask the session to end (thread- and signal-safe): :meth:`run` and
+        :meth:`records` drain what is left and return."""
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    # -- draining --------------------------------------------------------------------------
+    def _account(self, chunk: bytes) -> None:
+        """Count samples and throttles, note the sample time range and the
+        MMAP file names, walking the record headers."""
+        unpack = _HDR.unpack_from
+        off, n = 0, len(chunk)
+        samples = throttles = 0
+        first_s = last_s = -1
+        while off < n:
+            t, _misc, size = unpack(chunk, off)
+            if size < 8:
+                break
+            if t == 9:  # PERF_RECORD_SAMPLE
+                samples += 1
+                if first_s < 0:
+                    first_s = off
+                last_s = off
+            elif t == 5:  # PERF_RECORD_THROTTLE
+                throttles += 1
+            elif t == 10 or t == 1:  # MMAP2 / MMAP
+                if self.build_ids:
+                    at = off + (72 if t == 10 else 40)
+                    end = chunk.find(b"\0", at, off + size)
+                    self._dso_names.add(chunk[at : end if end >= 0 else off + size].decode("utf-8", "replace"))
+            off += size
+        r = self._result
+        r.samples += samples
+        r.throttled += throttles
+        tp = self._time_pos
+        if first_s >= 0 and tp >= 0:
+            t0 = struct.unpack_from("<Q", chunk, first_s + tp)[0]
+            t1 = struct.unpack_from("<Q", chunk, last_s + tp)[0]
+            self._first_time = t0 if self._first_time is None else min(self._first_time, t0)
+            self._last_time = t1 if self._last_time is None else max(self._last_time, t1)
+
+    def _drain(self) -> list[bytes]:
+        """One pass over every ring; returns the chunks copied (already
+        written to the file), with a FINISHED_ROUND after a pass that wrote."""
+        out = []
+        for ring in self.rings:
+            chunk = ring.read_records()
+            if chunk:
+                self._account(chunk)
+                self._write(chunk)
+                out.append(chunk)
+        if out:
+            self._write(_FINISHED_ROUND)
+        return out
+
+    def _wait(self, timeout: float | None) -> None:
+        """poll() on the rings, the wake pipe and the target's pidfd."""
+        p = select.poll()
+        for ring in self._live_rings():
+            p.register(ring.fileno(), select.POLLIN)
+        p.register(self._wake_r, select.POLLIN)
+        if self._pidfd is not None:
+            p.register(self._pidfd, select.POLLIN)
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        try:
+            ready = p.poll(ms)
+        except InterruptedError:
+            return
+        for fd, bits in ready:
+            if fd == self._wake_r:
+                try:
+                    os.read(self._wake_r, 64)
+                except OSError:
+                    pass
+            elif fd == self._pidfd:
+                self._target_gone = True
+            elif bits & (select.POLLHUP | select.POLLERR):
+                self._hung.add(fd)
+            elif bits & select.POLLIN:
+                self._result.wakeups += 1
+
+    def _live_rings(self) -> list[RingBuffer]:
+        return [r for r in self.rings if r.fileno() not in self._hung]
+
+    def _finished(self, deadline: float | None) -> bool:
+        if self._stop.is_set() or self._target_gone:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return True
+        if self.workload is not None and self._pidfd is None and self.workload.poll() is not None:
+            return True
+        if not self.cpu_wide and self.rings and not self._live_rings():
+            return True  # every task we followed is gone (POLLHUP on all)
+        return False
+
+    def poll(self, timeout: float | None = None) -> list[bytes]:
+        """Wait up to ``timeout`` seconds for data (or the end), drain every
+        ring, and return the chunks copied (written to the file too)."""
+        if not self._started:
+            self.start()
+        self._wait(timeout)
+        return self._drain()
+
+    def iter_chunks(self, duration: float | None = None, interval: float | None = None) -> Iterator[bytes]:
+        """Raw record chunks as they come, until the session ends."""
+        if not self._started:
+            self.start()
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            timeout = interval
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                timeout = left if timeout is None else min(timeout, left)
+            self._wait(timeout)
+            yield from self._drain()
+            if self._finished(deadline):
+                break
+        self._disable()
+        yield from self._drain()
+
+    def records(self, duration: float | None = None, interval: float = 0.1):
+        """Decoded records (:class:`~pmuscope.records.SampleBatch` runs and
+        side-band dataclasses) live, until the session ends; also written to
+        ``output`` when set. :meth:`close` afterwards."""
+        from ..records import AttrTable, DecodeStats, decode
+
+        table = self.attr_table()
+        stats = DecodeStats()
+        for chunk in self.iter_chunks(duration, interval):
+            yield from decode(chunk, table, stats=stats)
+
+    def attr_table(self):
+        from ..records import AttrTable
+
+        return AttrTable([(a, [fd.id() for fd in fds]) for a, fds in zip(self.attrs, self.fds)], names=self.names)
+
+    def run(self, duration: float | None = None) -> RecordResult:
+        """Record until the command or target exits, :meth:`stop`, Ctrl-C or
+        ``duration`` seconds; then close and return the :class:`RecordResult`."""
+        try:
+            for _ in self.iter_chunks(duration):
+                pass
+        except KeyboardInterrupt:
+            self._result.interrupted = True
+            self._disable()
+            self._drain()
+        return self.close()
+
+    def _disable(self) -> None:
+        for fds in self.fds:
+            for fd in fds:
+                try:
+                    fd.disable()
+                except OSError:
+                    pass
+
+    def close(self) -> RecordResult:
+        """Stop, drain, reap the command, write the file's features and header."""
+        if self._closed:
+            return self._result
+        self._closed = True
+        r = self._result
+        try:
+            if self._started:
+                self._disable()
+                self._drain()
+                for ring in self.rings:
+                    r.lost += ring.lost
+                    r.lost_samples += ring.lost_samples
+            if self.workload is not None:
+                if self.workload.poll() is None:
+                    if not self._target_gone and (self._stop.is_set() or r.interrupted or self.cpu_wide):
+                        self.workload.send_signal(signal.SIGTERM)  # perf does the same to a live workload
+                r.exit_status = self.workload.wait()
+        finally:
+            self._teardown()
+            if self.writer is not None:
+                if self._first_time is not None:
+                    self.writer.set_sample_time(self._first_time, self._last_time)
+                if self.build_ids:
+                    self._add_build_ids()
+                self.writer.close()
+                r.file_bytes = os.path.getsize(self.output)
+            r.duration = time.monotonic() - self._t0 if self._t0 else 0.0
+        return r
+
+    def _add_build_ids(self) -> None:
+        seen = set()
+        for name in sorted(self._dso_names):
+            if not name.startswith("/") or name in seen:
+                continue
+            seen.add(name)
+            path = name[: -len(" (deleted)")] if name.endswith(" (deleted)") else name
+            self.writer.add_build_id(path)
+
+    def _teardown(self) -> None:
+        for ring in self.rings:
+            ring.close()
+        for fds in self.fds:
+            for fd in fds:
+                fd.close()
+        for fd in (self._pidfd, self._wake_r, self._wake_w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._pidfd = self._wake_r = self._wake_w = None
+
+    def __enter__(self) -> "Recorder":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def result(self) -> RecordResult:
+        return self._result
+
+
+_HDR = struct.Struct("<IHH")
+_FINISHED_ROUND = _pd_synth.finished_round()
+
+
+def _time_pos(sample_type: int) -> int:
+    """Byte offset of the TIME field in a SAMPLE record (-1 without TIME)."""
+    if not sample_type & S.TIME:
+        return -1
+    pos = 8
+    for bit in (S.IDENTIFIER, S.IP, S.TID):
+        if sample_type & bit:
+            pos += 8
+    return pos
+
+
+def _as_list(v) -> list[int]:
+    if v is None:
+        return []
+    if isinstance(v, int):
+        return [v]
+    if isinstance(v, str):
+        return [int(x) for x in v.split(",") if x.strip()]
+    return [int(x) for x in v]
+
+
+def record(
+    events: str | Sequence[str] | None = None,
+    *,
+    freq: int = 4000,
+    period: int | None = None,
+    callgraph: bool = False,
+    pid: int | Sequence[int] | None = None,
+    tid: int | Sequence[int] | None = None,
+    cpus: str | Sequence[int] | None = None,
+    system_wide: bool = False,
+    cmd: Sequence[str] | None = None,
+    output: str | os.PathLike | None = "perf.data",
+    duration: float | None = None,
+    mmap_pages: int | None = None,
+    **kwargs,
+) -> RecordResult:
+    """Record samples into ``output`` (perf.data that ``perf report`` reads)
+    and return a :class:`RecordResult`. Runs until ``cmd`` exits, the
+    ``pid``/``tid`` target exits, ``duration`` seconds pass, or Ctrl-C. See
+    :class:`Recorder` for the arguments."""
+    rec = Recorder(events, freq=freq, period=period, callgraph=callgraph, pid=pid, tid=tid, cpus=cpus,
+                   system_wide=system_wide, cmd=cmd, output=output, mmap_pages=mmap_pages, **kwargs)
+    rec.start()
+    return rec.run(duration)
