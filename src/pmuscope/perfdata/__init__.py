@@ -5,6 +5,7 @@ that Linux ``perf report``/``perf script`` read."""
 
 from .features import Feature
 from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
+from .writer import PerfDataWriter, PerfPipeWriter, elf_build_id, host_features
 
 __all__ = [
     "AuxtraceBuffer",
@@ -12,6 +13,10 @@ __all__ = [
     "FileHeader",
     "PerfDataAttr",
     "PerfDataFile",
+    "PerfDataWriter",
+    "PerfPipeWriter",
+    "elf_build_id",
+    "host_features",
     "Section",
     "default_event_name",
 ]
