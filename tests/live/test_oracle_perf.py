@@ -114,9 +114,17 @@ def perf_attrs(perf: str, text: str) -> list[dict[str, int]]:
     return events
 
 
-def _collect(perf: str) -> dict[str, list[dict[str, int]]]:
+def _collect(perf: str, tolerant: bool = False) -> dict[str, list[dict[str, int]] | None]:
+    def one(text: str):
+        try:
+            return perf_attrs(perf, text)
+        except AssertionError:
+            if not tolerant:
+                raise
+            return None
+
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda t: perf_attrs(perf, t), CORPUS))
+        results = list(pool.map(one, CORPUS))
     return dict(zip(CORPUS, results))
 
 
@@ -127,9 +135,18 @@ def perf_answers():
     perf_bin = shutil.which("perf")
     if not perf_bin or subprocess.run([perf_bin, "--version"], capture_output=True).returncode != 0:
         pytest.skip("Linux perf is not installed (apt-get install linux-perf)")
-    if not os.path.isdir("/sys/bus/event_source/devices/cpu") or not os.path.isdir("/sys/kernel/tracing/events/sched"):
-        pytest.skip("the oracle corpus needs a core PMU named 'cpu' and tracefs (this CI VM has both)")
-    return _collect(perf_bin)
+    return _collect(perf_bin, tolerant=True)
+
+
+def _needs(text: str) -> str | None:
+    """Why ``text`` cannot be checked on this machine, or None."""
+    devices = "/sys/bus/event_source/devices"
+    for pmu in ("cpu", "msr"):
+        if (f"{pmu}/" in text or (pmu == "msr" and text == "tsc")) and not os.path.isdir(f"{devices}/{pmu}"):
+            return f"needs the {pmu!r} PMU in sysfs (a hardware/VM feature absent here)"
+    if any(tp in text for tp in ("sched:", "raw_syscalls:", "irq:")) and not os.path.isdir("/sys/kernel/tracing/events/sched"):
+        return "needs tracefs at /sys/kernel/tracing"
+    return None
 
 
 def test_corpus_size():
@@ -138,7 +155,11 @@ def test_corpus_size():
 
 @pytest.mark.parametrize("text", CORPUS)
 def test_attr_matches_perf(perf_answers, text):
+    reason = _needs(text)
+    if reason:
+        pytest.skip(reason)
     pmu_mod.clear_cache()
+    assert perf_answers[text] is not None, f"perf printed no attr for {text!r}"
     assert ours(text, "/sys") == perf_answers[text]
 
 

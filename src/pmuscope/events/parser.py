@@ -179,7 +179,7 @@ class _Parser:
                 specs = self.tracepoint(word, tp, wpos, tpos)
             else:
                 specs = self.named_event(word, wpos)
-            if self.peek() == "/" and specs and specs[0].pmu in (None, "software", "tracepoint") and "pmu_terms" not in specs[0].extra:
+            if self.peek() == "/" and specs and "pmu_terms" not in specs[0].extra:
                 self.i += 1
                 terms = self.terms()
                 for spec in specs:
