@@ -29,7 +29,7 @@ from .test_system import TOPO, unpacked
 @pytest.fixture(scope="module")
 def archives() -> dict[str, Path]:
     """The unpacked synthesized trees by name (read-only)."""
-    return {n: unpacked(n) for n in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")}
+    return {n: unpacked(n) for n in ("amd-genoa-1s-nps2-2node", "intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")}
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def write(root: Path, rel: str, text: str) -> None:
 
 
 def test_every_check_has_a_valid_status_and_fix_when_not_ok(archives, kvm):
-    roots = [kvm] + [archives[n] for n in ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")]
+    roots = [kvm] + list(archives.values())
     for root in roots:
         checks = diagnose(str(root))
         assert len({c.name for c in checks}) == len(checks)

@@ -26,7 +26,7 @@ from pmuscope.system import (
 from pmuscope.system._fs import parse_size
 
 TOPO = Path(__file__).resolve().parent.parent / "data" / "topology"
-ARCHIVES = ("intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")
+ARCHIVES = ("amd-genoa-1s-nps2-2node", "intel-clx-2s-2node", "intel-spr-2s-cxl-4node", "arm-graviton3-neoverse-v1")
 
 
 def unpacked(name: str) -> Path:
@@ -255,6 +255,19 @@ def test_intel_two_socket_two_node(roots):
     assert len(l2) == 40 and all(len(c.shared_cpus) == 2 for c in l2)
 
 
+def test_amd_one_socket_two_nodes_nps2(roots):
+    t = read_topology(roots["amd-genoa-1s-nps2-2node"])
+    assert t.identity.perf_cpuid == "AuthenticAMD-25-11-1"  # the Genoa CPUID perf prints
+    assert len(t.sockets) == 1 and t.sockets[0].nodes == (0, 1) and t.sockets[0].cores == 32
+    assert t.nodes[0].cpus == tuple(list(range(16)) + list(range(32, 48)))
+    assert t.nodes[0].distances == {0: 10, 1: 12}
+    l3 = [c for c in t.caches if c.level == 3]
+    assert len(l3) == 8 and all(len(c.shared_cpus) == 8 for c in l3)  # one L3 per CCD: 4 cores x 2 threads
+    assert l3[0].shared_cpus == (0, 1, 2, 3, 32, 33, 34, 35)
+    assert t.core_of(33).cpus == (1, 33) and t.core_of(33).core_id == 1
+    assert t.core_of(4).core_id == 8  # core ids skip the absent cores of each CCD
+
+
 def test_four_node_with_cxl_memory_only_nodes(roots):
     t = read_topology(roots["intel-spr-2s-cxl-4node"])
     assert [n.id for n in t.nodes] == [0, 1, 2, 3]
@@ -368,6 +381,7 @@ def test_topology_command_text(roots, capsys):
     assert "node 2 cpus: (none: memory-only node)" in out
     assert "  0:   10  21  14  24" in out
     assert "L3" in out and "105 MiB" in out
+    assert "L2       2 MiB   16-way  64 B lines  × 104  (per core; 208 MiB total)" in out
 
 
 def test_topology_command_arm_and_json(roots, capsys):

@@ -66,7 +66,8 @@ def render(topo: Topology) -> str:
         groups = Counter((c.name, c.size, c.ways_of_associativity, c.coherency_line_size, len(c.shared_cpus)) for c in topo.caches)
         for (name, size, ways, line, width), count in groups.items():
             total = (size or 0) * count
-            share = "per CPU" if width == 1 else f"shared by {width} CPUs"
+            tpc = topo.threads_per_core
+            share = "per CPU" if width == 1 else "per core" if width == tpc else f"shared by {width} CPUs"
             lines.append(f"  {name:<4} {_size(size):>9}  {ways or '?':>3}-way  {line or '?'} B lines  × {count:<4}"
                          f" ({share}; {_size(total)} total)")
     lines.append("Sockets:")

@@ -266,11 +266,59 @@ def arm_graviton3() -> None:
     doctor_files(t, osrelease="6.1.109-118.189.amzn2023.aarch64", paranoid=1, uid=1000, capeff=0, nofile=(65535, 65535), nmi=0, kptr=1, pmus=pmus, dmi=("Amazon EC2", "c7g.16xlarge"))
 
 
+AMD_FLAGS_ZEN4 = (
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ht syscall nx "
+    "mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good amd_lbr_v2 nopl nonstop_tsc cpuid extd_apicid aperfmperf "
+    "rapl pni pclmulqdq monitor ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm "
+    "cmp_legacy svm extapic cr8_legacy abm sse4a misalignsse 3dnowprefetch osvw ibs skinit wdt tce topoext perfctr_core "
+    "perfctr_nb bpext perfctr_llc mwaitx cpb cat_l3 cdp_l3 invpcid_single hw_pstate ssbd mba perfmon_v2 ibrs ibpb stibp "
+    "ibrs_enhanced vmmcall fsgsbase bmi1 avx2 smep bmi2 erms invpcid cqm rdt_a avx512f avx512dq rdseed adx smap "
+    "avx512ifma clflushopt clwb avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc "
+    "cqm_mbm_total cqm_mbm_local avx512_bf16 clzero irperf xsaveerptr rdpru wbnoinvd amd_ppin cppc arat npt lbrv "
+    "svm_lock nrip_save tsc_scale vmcb_clean flushbyasid decodeassists pausefilter pfthreshold avic v_vmsave_vmload vgif "
+    "x2avic v_spec_ctrl vnmi avx512vbmi umip pku ospke avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg "
+    "avx512_vpopcntdq la57 rdpid overflow_recov succor smca fsrm flush_l1d"
+)
+
+
+def amd_genoa_nps2() -> None:
+    """One-socket EPYC 9354 (Genoa, Zen 4, 32C/64T: 8 CCDs x 4 cores, 32 MB L3 per CCD)
+    in NPS2 mode: two NUMA nodes on one socket."""
+    t = Tree("amd-genoa-1s-nps2-2node")
+    cpus = []
+    for i in range(64):
+        k, thr = i % 32, i // 32
+        ccd, c = k // 4, k % 4
+        core = ccd * 8 + c  # APIC ids reserve 8 cores per CCD
+        cpus.append(dict(cpu=i, pkg=0, die=0, core=core, cluster=core, node=0 if ccd < 4 else 1, thr=thr, ccd=ccd))
+    core_group = lambda c: tuple(d["cpu"] for d in cpus if d["core"] == c["core"])  # noqa: E731
+    apic = lambda c: c["core"] * 2 + c["thr"]  # noqa: E731
+    caches = [
+        dict(level=1, type="Data", size_k=32, ways=8, line=64, group=core_group, id=lambda c: c["core"]),
+        dict(level=1, type="Instruction", size_k=32, ways=8, line=64, group=core_group, id=lambda c: c["core"]),
+        dict(level=2, type="Unified", size_k=1024, ways=8, line=64, group=core_group, id=lambda c: c["core"]),
+        dict(level=3, type="Unified", size_k=32768, ways=16, line=64,
+             group=lambda c: tuple(d["cpu"] for d in cpus if d["ccd"] == c["ccd"]), id=lambda c: c["ccd"]),
+    ]
+    nodes = [dict(id=n, cpus=[c["cpu"] for c in cpus if c["node"] == n], mem_kb=197_000_000, free_kb=190_500_000 - n * 1_000_000)
+             for n in (0, 1)]
+    write_machine(t, cpus, caches, nodes, [[10, 12], [12, 10]])
+    t.write("proc/cpuinfo", x86_cpuinfo(cpus, "AuthenticAMD", 25, 17, 1, "AMD EPYC 9354 32-Core Processor", "0xa101148", "3250.000",
+                                        1024, AMD_FLAGS_ZEN4, "sysret_ss_attrs spectre_v1 spectre_v2 spec_store_bypass srso",
+                                        "6499.74", "52 bits physical, 57 bits virtual", 64, 32, apic))
+    pmus = dict(software=1, tracepoint=2, breakpoint=5, cpu=4, msr=6, power=7, uprobe=8, kprobe=9, amd_df=10, amd_l3=11,
+                ibs_fetch=12, ibs_op=13, amd_iommu_0=14, amd_umc_0=15)
+    doctor_files(t, osrelease="6.8.0-51-generic", paranoid=2, uid=1000, capeff=0, nofile=(1024, 1048576), nmi=1, kptr=1,
+                 pmus=pmus, dmi=("Supermicro", "AS -1115CS-TNR"), rdpmc=1)
+
+
 def pack(name: str) -> None:
+    import gzip
     import tarfile
 
     base = os.path.join(HERE, name)
-    with tarfile.open(base + ".tar.gz", "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    # mtime=0 in the gzip header and every member: the same tree gives the same bytes
+    with gzip.GzipFile(base + ".tar.gz", "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for dirpath, dirnames, filenames in sorted(os.walk(base)):
             dirnames.sort()
             for fn in sorted(filenames):
@@ -285,6 +333,6 @@ def pack(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for make, name in ((intel_clx_2s, "intel-clx-2s-2node"), (intel_spr_cxl, "intel-spr-2s-cxl-4node"), (arm_graviton3, "arm-graviton3-neoverse-v1")):
+    for make, name in ((amd_genoa_nps2, "amd-genoa-1s-nps2-2node"), (intel_clx_2s, "intel-clx-2s-2node"), (intel_spr_cxl, "intel-spr-2s-cxl-4node"), (arm_graviton3, "arm-graviton3-neoverse-v1")):
         make()
         pack(name)
