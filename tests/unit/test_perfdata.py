@@ -106,7 +106,11 @@ def test_typed_features(shared_fixtures):
     p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.hybrid_topology"))
     assert [(h.pmu_name, h.cpus) for h in p.features[Feature.HYBRID_TOPOLOGY]] == [("cpu_core", "0-3"), ("cpu_atom", "4-11")]
     assert {c.pmu_name for c in p.features[Feature.PMU_CAPS]} >= {"cpu_core", "cpu_atom"}
-    assert p.features[Feature.PMU_MAPPINGS][4] == "cpu"  or "cpu_core" in p.features[Feature.PMU_MAPPINGS].values()
+    pmus = p.features[Feature.PMU_MAPPINGS]
+    assert (pmus[4], pmus[7], pmus[1], pmus[9]) == ("cpu_core", "cpu_atom", "software", "intel_pt") and len(pmus) == 23
+    topo = p.features[Feature.CPU_TOPOLOGY]  # what perf report --header-only -I prints for it
+    assert topo.core_siblings == ["0-11"] and topo.thread_siblings[:3] == ["0-1", "2-3", "4"]
+    assert topo.cpu_ids[:5] == [(0, 0), (0, 0), (4, 0), (4, 0), (8, 0)] and topo.die_ids == [0] * 12
     p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.group_desc-4.14"))
     (g,) = p.features[Feature.GROUP_DESC]
     assert (g.leader_idx, g.nr_members) == (0, 2)
@@ -118,9 +122,12 @@ def test_typed_features(shared_fixtures):
     bids = p.features[Feature.BUILD_ID]
     assert any(b.filename == "[kernel.kallsyms]" for b in bids) and all(len(b.build_id) == 20 for b in bids)
     assert p.features[Feature.CMDLINE][1] == "record"
-    topo = p.features[Feature.CPU_TOPOLOGY]
-    assert len(topo.cpu_ids) in (0, 4) and topo.thread_siblings
-    assert p.features[Feature.EVENT_DESC][0].name == "cycles"
+    topo = p.features[Feature.CPU_TOPOLOGY]  # perf 3.8 wrote only the sibling lists
+    assert (topo.core_siblings, topo.thread_siblings, topo.cpu_ids) == (["0-3"], ["0-1", "2-3"], [])
+    p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.piped.header_features_aligned-6.12"))
+    assert p.features[Feature.CPU_PMU_CAPS] == {"branches": "32", "max_precise": "3", "pmu_name": "skylake"}
+    assert max(p.features) == Feature.PMU_CAPS  # the empty end-of-features marker is not a feature
+    assert p.features[Feature.EVENT_DESC][0].name == "cycles:u"
 
 
 def test_auxtrace_payloads(shared_fixtures):

@@ -449,6 +449,10 @@ class PerfDataFile:
             bit = c.u64("feat_id")
             if bit >= 256:
                 raise self._err(off + 8, f"HEADER_FEATURE feat_id {bit}, expected < 256")
+            if len(mv) == 16 and bit > max(Feature):
+                # perf ends the stream's features with an empty HEADER_LAST_FEATURE
+                # (tools/perf/util/header.c perf_event__synthesize_features)
+                return
             self._set_feature(bit, mv[16:], off + 16)
         elif type_ == R.EVENT_UPDATE:
             c.what = "PERF_RECORD_EVENT_UPDATE"
