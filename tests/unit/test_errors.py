@@ -79,6 +79,7 @@ def test_required_paranoid():
     assert required_paranoid(attr(**CYCLES), -1, 3) == 0
     raw_tp = attr(type=abi.PERF_TYPE_TRACEPOINT, config=300, sample_period=1, sample_type=abi.PERF_SAMPLE_RAW)
     assert required_paranoid(raw_tp, -1, 0) == -1
+    assert required_paranoid(raw_tp, 0, -1) == -1  # per task too (perf_trace_event_perm)
     # counting a tracepoint of one's own task is kernel-mode counting, not raw access
     assert required_paranoid(attr(type=abi.PERF_TYPE_TRACEPOINT, config=300), 0, -1) == 1
 

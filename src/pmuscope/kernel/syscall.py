@@ -273,8 +273,10 @@ def required_paranoid(attr: abi.perf_event_attr, pid: int, cpu: int) -> int:
     raw_tracepoint = (
         attr.type == abi.PERF_TYPE_TRACEPOINT and attr.sample_period and attr.sample_type & abi.PERF_SAMPLE_RAW
     )
-    if raw_tracepoint and (pid == -1 or cpu >= 0):
-        return -1  # raw tracepoint samples of a CPU are a data leak: privileged only
+    if raw_tracepoint:
+        # raw tracepoint samples can leak kernel data: privileged only, except
+        # per-task samples of the syscalls:* events (TRACE_EVENT_FL_CAP_ANY)
+        return -1
     if pid == -1 and cpu >= 0:
         return 0  # CPU-wide monitoring
     if not attr.exclude_kernel:
