@@ -334,3 +334,21 @@ def test_stat_cli_default_set_without_a_pmu(monkeypatch, capsys):
             assert f[1] == "<not supported>"
         else:
             assert f[1] != "<not supported>"
+
+
+def test_tool_events_are_measured_not_opened(monkeypatch):
+    from pmuscope.events import parse_events
+
+    k = FakeKernel(monkeypatch, {("task-clock", -1, 0): (5, 9, 9)})
+    c = count(parse_events("duration_time,task-clock,user_time"))
+    c.start()
+    t0 = c.start_ns
+    r = c.read()
+    assert [o[0] for o in k.opens] == ["task-clock"]  # only the kernel event was opened
+    d = r["duration_time"]
+    assert d.unit == "ns" and d.counted and 0 < d.value <= r.timestamp_ns - t0
+    assert r["user_time"].counted and r["task-clock"].value == 5
+    later = c.read()
+    # measured at read time (a few µs from the Counts timestamp)
+    assert abs((later - r)["duration_time"].value - (later.timestamp_ns - r.timestamp_ns)) < 1_000_000
+    c.close()

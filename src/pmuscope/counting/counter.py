@@ -120,7 +120,7 @@ _CLOCK = {abi.PerfSwId.CPU_CLOCK, abi.PerfSwId.TASK_CLOCK}
 class Evsel:
     """One event of a session: its spec, display scale/unit and fd grid."""
 
-    __slots__ = ("index", "spec", "name", "scale", "unit", "group", "leader", "supported", "error", "fds")
+    __slots__ = ("index", "spec", "name", "scale", "unit", "group", "leader", "supported", "error", "fds", "tool")
 
     def __init__(self, index: int, spec: EventSpec, group: int, leader: bool) -> None:
         self.index = index
@@ -131,6 +131,10 @@ class Evsel:
         # perf prints the clock events in msec (evsel__init: evsel__is_clock)
         if not self.unit and self.scale == 1.0 and spec.attr.type == abi.PERF_TYPE_SOFTWARE and spec.attr.config in _CLOCK:
             self.scale, self.unit = 1e-6, "msec"
+        #: perf's tool events (duration_time, user_time, system_time): measured here, not opened
+        self.tool: str | None = spec.extra.get("tool")
+        if self.tool:
+            self.scale, self.unit = 1.0, "ns"
         self.group = group
         self.leader = leader
         self.supported = True
@@ -245,7 +249,10 @@ class Counter:
         self.groups: list[list[Evsel]] = []
         by_group: dict[int, list[Evsel]] = {}
         for i, spec in enumerate(specs):
-            if spec.group is not None and spec.group in by_group:
+            if spec.extra.get("tool"):
+                ev = Evsel(i, spec, len(self.groups), True)  # never part of a kernel group
+                self.groups.append([ev])
+            elif spec.group is not None and spec.group in by_group:
                 ev = Evsel(i, spec, by_group[spec.group][0].group, False)
                 by_group[spec.group].append(ev)
             else:
@@ -255,7 +262,7 @@ class Counter:
                 if spec.group is not None:
                     by_group[spec.group] = members
             self.evsels.append(ev)
-        self._is_group = [len(g) > 1 or g[0].spec.group is not None for g in self.groups]
+        self._is_group = [len(g) > 1 or (g[0].spec.group is not None and not g[0].tool) for g in self.groups]
         self._units: list[tuple] = []
         self._read_plan: tuple = ()
         self._reader = _closed_reader
@@ -330,7 +337,7 @@ class Counter:
         return self
 
     def _open_one(self, ev: Evsel, attrs: dict, ci: int, ti: int, pid: int, cpu: int, flags: int) -> None:
-        if not ev.supported:
+        if not ev.supported or ev.tool:
             return
         group_fd = -1
         if not ev.leader:
@@ -408,12 +415,57 @@ class Counter:
                 read = _read
                 return [read(fd, size) for fd, size in fds]
 
+        tools = [(gi, group[0].tool) for gi, group in enumerate(self.groups) if group[0].tool]
+        if tools:
+            kernel_reader = reader
+            tool_fns = [self._tool_reader(name) for _, name in tools]
+
+            def reader():
+                return kernel_reader() + [fn() for fn in tool_fns]
+
         self._reader = reader
         self._leader_fds = leader_fds
-        self._unit_index = [(gi, ci, ti) for _, _, _, gi, ci, ti in units]
+        self._unit_index = [(gi, ci, ti) for _, _, _, gi, ci, ti in units] + [(gi, 0, 0) for gi, _ in tools]
         self._members = [[ev.index for ev in g if ev.supported] for g in self.groups]
         self._grouped = self._is_group
         self.layout = Layout.from_counter(self)
+
+    def _tool_reader(self, name: str):
+        """A function returning ``(value, value, value)`` in ns for a tool event:
+        ``duration_time`` is wall time since start(); ``user_time``/``system_time``
+        the CPU time of the workload (rusage once it exited, else /proc/PID/stat,
+        children included), of the attached process, or of this process."""
+        if name == "duration_time":
+            def fn():
+                v = _now() - self.start_ns
+                return (v, v, v)
+            return fn
+        field = 0 if name == "user_time" else 1
+        tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+        target = self.workload.pid if self.workload is not None else (self.threads[0] if self.threads[0] > 0 else 0)
+        base = [None]
+
+        def cpu_ns() -> int:
+            w = self.workload
+            if w is not None and w.rusage is not None:
+                return int((w.rusage.ru_utime, w.rusage.ru_stime)[field] * 1e9)
+            if target > 0:
+                try:
+                    with open(f"{self.procfs}/{target}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    # utime, stime, cutime, cstime are fields 14-17 (proc(5)); [0] here is field 3
+                    return int((int(fields[11 + field]) + int(fields[13 + field])) * tick_ns)
+                except (OSError, IndexError, ValueError):
+                    return 0
+            t = os.times()
+            return int((t.user + t.children_user, t.system + t.children_system)[field] * 1e9)
+
+        def fn():
+            if base[0] is None:
+                base[0] = 0 if self.workload is not None else cpu_ns()
+            v = max(cpu_ns() - base[0], 0)
+            return (v, v or 1, v or 1)  # 0 ns of CPU time is a count, not <not counted>
+        return fn
 
     def _close_fds(self) -> None:
         for ev in self.evsels:

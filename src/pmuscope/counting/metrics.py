@@ -81,6 +81,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("iTLB miss %", "100 * iTLB_load_misses / iTLB_loads", "of all iTLB cache accesses", on="iTLB-load-misses",
            fmt="%7.2f%%"),
     Metric("page-fault rate", "page_faults * 1e9 / nsecs", "/sec", on="page-faults", rate=True),
+    # tool events: no generic /sec rate for them (perf 6.1 prints a meaningless G/sec)
+    Metric("user CPUs", "user_time / duration_time", "user CPUs", on="user_time", show=False),
+    Metric("system CPUs", "system_time / duration_time", "system CPUs", on="system_time", show=False),
+    Metric("elapsed seconds", "duration_time / 1e9", "s", on="duration_time", show=False),
     Metric("rate", "event * 1e9 / nsecs", "/sec", on="*", rate=True),
 )
 
