@@ -130,6 +130,21 @@ def test_typed_features(shared_fixtures):
     assert p.features[Feature.EVENT_DESC][0].name == "cycles:u"
 
 
+def test_old_perf_versions(shared_fixtures):
+    """perf 3.4 wrote attr.size 80 (VER2) in 96-byte entries, perf 3.8 96 (VER3)
+    in 112-byte ones, both with the old event_types section."""
+    p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.raw-3.4"))
+    assert (p.header.attr_size, [a.attr.size for a in p.attrs]) == (96, [80])
+    assert p.event_types == {0: "cycles"} and int(p.attrs[0].attr.config) == 0
+    assert int(p.attrs[0].attr.sample_type) & S.RAW
+    del p.features[Feature.EVENT_DESC]
+    p.event_types[0] = "cycles-from-event-types"
+    p._assign_names()
+    assert p.event_names == ["cycles-from-event-types"]
+    p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.callgraph-3.8"))
+    assert (p.header.attr_size, [a.attr.size for a in p.attrs]) == (112, [96])
+
+
 def test_auxtrace_payloads(shared_fixtures):
     p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.intel_pt-4.14"))
     bufs = list(p.auxtrace())
@@ -155,6 +170,16 @@ def test_pipe_from_non_seekable_stream(shared_fixtures):
         with pytest.raises(FormatError, match="only once"):
             list(p.raw_records())
     t.join()
+
+
+def test_pipe_from_stdin(shared_fixtures):
+    import subprocess
+
+    path = _fixture(shared_fixtures, "perf_data_converter/perf.data.piped.header_features_aligned-6.12")
+    code = "from pmuscope.perfdata import PerfDataFile; p = PerfDataFile('-'); print(p.source, p.event_names, p.sample_counts())"
+    with open(path, "rb") as f:
+        out = subprocess.run([sys.executable, "-c", code], stdin=f, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "<stdin> ['cycles:u'] [9]", out.stderr
 
 
 def test_bytes_fileobj_and_path_agree(shared_fixtures):
@@ -213,6 +238,20 @@ def test_writer_round_trip(tmp_path):
     assert file_times != sorted(file_times)
 
 
+def test_writer_copies_a_file(tmp_path, shared_fixtures):
+    """attrs given to the constructor, records streamed as chunks: the copy has the same records."""
+    src = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.lost_samples-4.4"))
+    dest = str(tmp_path / "copy.data")
+    with PerfDataWriter(dest, src.attrs, host=False) as w:
+        for base, chunk in src.raw_chunks(max_bytes=2048):
+            w.write(chunk)
+    copy = PerfDataFile(dest)
+    assert copy.event_names == src.event_names and [a.ids for a in copy.attrs] == [a.ids for a in src.attrs]
+    assert [bytes(r[2]) for r in copy.raw_records()] == [bytes(r[2]) for r in src.raw_records()]
+    assert copy.sample_counts() == [97, 80, 14]
+    assert sorted(copy.features) == [Feature.EVENT_DESC]
+
+
 def test_pipe_writer_round_trip():
     buf = io.BytesIO()
     w = PerfPipeWriter(buf, argv=["x"])
@@ -221,6 +260,7 @@ def test_pipe_writer_round_trip():
     w.close()
     p = PerfDataFile(buf.getvalue())
     assert p.pipe and p.event_names == ["cpu-clock"] and p.attrs[0].ids == [5]
+    assert bytes(p.attrs[0].attr)[:128] == synth.attr_bytes(_attr())
     assert p.features[Feature.CMDLINE] == ["x"]
     assert p.sample_counts() == [1]
 

@@ -34,6 +34,8 @@ EVENT_TYPE_ENTRY_SIZE = 72
 EVENT_UPDATE_UNIT, EVENT_UPDATE_SCALE, EVENT_UPDATE_NAME, EVENT_UPDATE_CPUS = 0, 1, 2, 3
 #: chunks handed to the record decoder are cut near this size
 CHUNK_BYTES = 4 << 20
+#: a non-seekable stream has no file size to bound an AUXTRACE payload by
+MAX_STREAM_AUXTRACE = 1 << 30
 
 _HDR = struct.Struct("<IHH")
 _U64 = struct.Struct("<Q")
@@ -354,6 +356,7 @@ class PerfDataFile:
             self.attrs.append(PerfDataAttr(i, attr, ids))
 
     def _read_event_types(self) -> None:
+        """The pre-3.x ``event_types`` section: ``{u64 event_id (= attr.config); char name[64]}``."""
         sec = self.header.event_types
         for i in range(sec.size // EVENT_TYPE_ENTRY_SIZE):
             at = sec.offset + i * EVENT_TYPE_ENTRY_SIZE
@@ -400,9 +403,11 @@ class PerfDataFile:
         for i, a in enumerate(self.attrs):
             name = None
             for eid in a.ids:
-                name = by_id.get(eid) or self.event_types.get(eid)
+                name = by_id.get(eid)
                 if name:
                     break
+            if not name:  # the old event_types section is keyed by attr.config
+                name = self.event_types.get(int(a.attr.config))
             if not name and len(descs) == len(self.attrs) and not self.pipe:
                 name = descs[i].name
             a.name = name or default_event_name(a.attr)
@@ -518,6 +523,9 @@ class PerfDataFile:
                 if size < 48:
                     raise self._err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
                 (psz,) = _U64.unpack_from(rec, 8)
+                if psz > MAX_STREAM_AUXTRACE:
+                    raise self._err(pos + 8, f"AUXTRACE payload of {psz} bytes, more than the {MAX_STREAM_AUXTRACE} "
+                                             "bytes accepted from a stream")
                 payload = memoryview(st.read(psz, f"AUXTRACE payload of {psz} bytes"))
             yield type_, misc, memoryview(rec), pos, payload
 
@@ -613,6 +621,10 @@ class PerfDataFile:
         file_obj = self._buf.obj if self._buf is not None and self._stream is None else None
         run = False
         run_start = run_end = 0
+        # records not in the mapped file (decompressed, or read from a stream)
+        # are copied together so the decoder sees large chunks
+        parts: list[memoryview] = []
+        parts_off = parts_len = 0
         for rec in self._decompressed_records():
             mv, off = rec[2], rec[3]
             in_file = file_obj is not None and mv.obj is file_obj
@@ -625,12 +637,26 @@ class PerfDataFile:
             if run:
                 yield run_start, self._buf[run_start:run_end]
                 run = False
-            if in_file and rec[4] is None:
-                run, run_start, run_end = True, off, off + len(mv)
-            else:
-                yield off, mv
+            if in_file:
+                if parts:
+                    yield parts_off, memoryview(b"".join(parts))
+                    parts, parts_len = [], 0
+                if rec[4] is None:
+                    run, run_start, run_end = True, off, off + len(mv)
+                else:
+                    yield off, mv
+                continue
+            if not parts:
+                parts_off = off
+            parts.append(mv)
+            parts_len += len(mv)
+            if parts_len >= max_bytes or rec[4] is not None:
+                yield parts_off, memoryview(b"".join(parts))
+                parts, parts_len = [], 0
         if run:
             yield run_start, self._buf[run_start:run_end]
+        if parts:
+            yield parts_off, memoryview(b"".join(parts))
 
     def auxtrace(self) -> Iterator[AuxtraceBuffer]:
         """The AUXTRACE records and the AUX area data each carries."""

@@ -202,7 +202,8 @@ class PerfDataWriter:
     BUILD_ID from :meth:`add_build_id`. Usable as a context manager.
     """
 
-    def __init__(self, path: str | os.PathLike, *, host: bool = True, argv: list[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, attrs: Iterable = (), *, host: bool = True,
+                 argv: list[str] | None = None) -> None:
         self.path = os.fspath(path)
         self.attrs: list[PerfDataAttr] = []
         self.features: dict[int, Any] = host_features(argv) if host else {}
@@ -215,6 +216,11 @@ class PerfDataWriter:
         self._first_time: int | None = None
         self._last_time: int | None = None
         self.nr_records = 0
+        for item in attrs:  # (attr, ids, name) tuples or PerfDataAttr objects
+            if isinstance(item, PerfDataAttr):
+                self.add_attr(item.attr, item.ids, item.name)
+            else:
+                self.add_attr(*item)
 
     def add_attr(self, attr: abi.perf_event_attr, ids: Iterable[int] = (), name: str | None = None) -> int:
         """Add an event; returns its index. ``ids`` are the sample ids of its fds."""
@@ -252,7 +258,10 @@ class PerfDataWriter:
         self._data_offset = f.tell()
 
     def write(self, records: bytes | bytearray | memoryview) -> None:
-        """Append whole records (one or several back to back) to the data section."""
+        """Append whole records (one or several back to back, e.g. a chunk
+        drained from a ring buffer) to the data section. Records written this
+        way are not parsed: give the sample time range with
+        :meth:`set_sample_time` if HEADER_SAMPLE_TIME is wanted."""
         if self._f is None:
             raise ValueError(f"{self.path}: writer is closed")
         if self._data_offset is None:
