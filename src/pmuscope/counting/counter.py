@@ -17,6 +17,7 @@ import time
 from typing import Iterable, Sequence
 
 from .. import errors
+from ..events.defaults import apply_counting_defaults
 from ..events.spec import EventSpec
 from ..kernel import abi
 from ..kernel import syscall as _sys
@@ -274,15 +275,16 @@ class Counter:
 
     # -- open / close -------------------------------------------------------
     def _attr_for(self, ev: Evsel, grouped: bool) -> abi.perf_event_attr:
-        attr = ev.spec.attr.copy()
+        # perf stat's defaults (leaders disabled, members follow; inherit; enable_on_exec for a workload)
+        attr = apply_counting_defaults(
+            ev.spec.attr.copy(),
+            leader=ev.leader,
+            group_size=2 if grouped else 1,
+            enable_on_exec=self._exec_enables,
+            inherit=self.inherit and not self.system_wide,
+        )
+        # every read carries the times; ID also for lone events (the read layout is fixed per session)
         attr.read_format = GROUP_READ_FORMAT if grouped else SINGLE_READ_FORMAT
-        attr.sample_period = 0
-        attr.freq = 0
-        attr.sample_type = 0
-        # leaders start disabled; members follow their leader (perf stat does the same)
-        attr.disabled = 1 if ev.leader else 0
-        attr.inherit = 1 if (self.inherit and not self.system_wide) else 0
-        attr.enable_on_exec = 1 if (self._exec_enables and ev.leader) else 0
         return attr
 
     def open(self) -> "Counter":
