@@ -78,7 +78,7 @@ def test_this_machine_capture(kvm):
     assert c["perf_event_paranoid"].data["level"] == 2 and c["perf_event_paranoid"].status == "ok"  # privileged
     assert c["container"].status == "warn" and c["container"].data["kind"] == "docker"
     assert c["virtualization"].status == "warn"
-    assert "hypervisor bit" in c["virtualization"].detail
+    assert "hypervisor bit" in c["virtualization"].detail and c["virtualization"].data["kind"] == "KVM"
     assert c["pmus"].status == "ok" and c["pmus"].data["core"] == ["cpu"]
     assert c["pmus"].data["pmus"]["software"] == 1 and c["pmus"].data["pmus"]["tracepoint"] == 2
     assert c["rdpmc"].data["rdpmc"] == {"cpu": 1}
@@ -177,6 +177,9 @@ def test_limits_and_sysctls(kvm):
     assert r.status == "warn" and r.data["events_per_cpu"] == 18 and r.data["events_per_cpu_hard"] == 68
     assert r.fix == "ulimit -n 200"  # the hard limit leaves 68 per CPU: enough
     assert c["perf_event_max_sample_rate"].status == "warn" and "100000" in c["perf_event_max_sample_rate"].fix
+    write(kvm, "proc/sys/kernel/perf_event_max_sample_rate", "13000\n")
+    rate = by_name(diagnose(str(kvm)))["perf_event_max_sample_rate"]
+    assert rate.status == "ok" and "lowered from the kernel's default 100000" in rate.summary
     m = c["perf_event_mlock_kb"]
     assert m.status == "warn" and m.data["max_data_pages"] == 16  # 128 KiB = 32 pages - 1 → 16 (power of 2)
     assert c["kptr_restrict"].status == "warn" and "even from root" in c["kptr_restrict"].fix
@@ -250,6 +253,12 @@ def test_vm_from_dmi(tmp_path, vendor, product, kind):
     write(tmp_path, "sys/class/dmi/id/sys_vendor", vendor + "\n")
     write(tmp_path, "sys/class/dmi/id/product_name", product + "\n")
     assert detect_vm(str(tmp_path))[0] == kind
+
+
+def test_vm_from_clocksource(tmp_path):
+    write(tmp_path, "sys/devices/system/clocksource/clocksource0/available_clocksource", "kvm-clock tsc acpi_pm \n")
+    kind, evidence = detect_vm(str(tmp_path))
+    assert kind == "KVM" and evidence == ["clock source kvm-clock available"]
 
 
 def test_injected_probe(kvm):

@@ -187,6 +187,13 @@ def detect_vm(root: str = "/") -> tuple[str | None, list[str]]:
     else:
         if vendor or product:
             evidence.append(f"DMI: {vendor} / {product}")
+    clocks = (_fs.read_text(root, "sys/devices/system/clocksource/clocksource0/available_clocksource") or "").split()
+    for clock, name in (("kvm-clock", "KVM"), ("hyperv_clocksource_tsc_page", "Hyper-V"), ("xen", "Xen"), ("vmware-tsc", "VMware")):
+        if clock in clocks:
+            if kind in (None, "hypervisor unknown"):
+                kind = name
+            evidence.append(f"clock source {clock} available")
+            break
     hv = _fs.read_text(root, "sys/hypervisor/type")
     if hv:
         kind = kind or hv
@@ -450,7 +457,8 @@ def diagnose(root: str = "/", *, probe: Probe | bool | None = None) -> list[Chec
         low = rate < 4000
         checks.append(Check("perf_event_max_sample_rate", WARN if low else OK,
                             f"kernel.perf_event_max_sample_rate = {rate} samples/s per event"
-                            + (" (below perf record's default 4000 Hz)" if low else ""),
+                            + (" (below perf record's default 4000 Hz)" if low else
+                               " (lowered from the kernel's default 100000)" if rate < 100000 else ""),
                             "The kernel lowers this itself when sampling interrupts take too long ('perf: interrupt took "
                             "too long ... lowering kernel.perf_event_max_sample_rate' in dmesg).",
                             "sysctl -w kernel.perf_event_max_sample_rate=100000" if low else None, {"max_sample_rate": rate}))

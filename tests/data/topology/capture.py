@@ -37,6 +37,7 @@ FILES = [
     "sys/class/dmi/id/sys_vendor",
     "sys/class/dmi/id/product_name",
     "sys/hypervisor/type",
+    "sys/devices/system/clocksource/clocksource0/available_clocksource",
     "proc/cpuinfo",
     "proc/sys/kernel/osrelease",
     "proc/sys/kernel/perf_user_access",
