@@ -173,3 +173,31 @@ def test_cli_offline_cpu(tmp_path, capsys):
     rc = main(["monitor", "-e", "task-clock", "-C", "4096", "-I", "10", "--duration", "0.1", "-o", str(tmp_path / "x.csv")])
     assert rc != 0
     assert "4096" in capsys.readouterr().err
+
+
+def test_stop_from_another_thread():
+    import threading
+
+    mon = Monitor("task-clock", interval_ms=10, context=False)
+    threading.Timer(0.3, mon.stop).start()
+    out = _collect(mon)
+    # stopped after ~30 intervals, and the last partial chunk was delivered
+    assert 10 <= mon.stats.intervals <= 60
+    assert len(out["timestamp"]) == mon.stats.intervals * NCPU
+
+
+def test_cli_sigint_ends_cleanly(tmp_path):
+    import signal
+
+    path = tmp_path / "x.csv"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pmuscope", "monitor", "-e", "task-clock", "-a", "-I", "10", "-o", str(path)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    rows = list(csv.DictReader(open(path)))
+    assert len(rows) >= 10 * NCPU and len(rows) % NCPU == 0
+    assert f"{len(rows)} rows" in err

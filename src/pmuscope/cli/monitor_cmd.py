@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -92,6 +93,18 @@ def run(args: argparse.Namespace) -> int:
         power=not args.no_power,
     )
     progress = _Progress(not args.quiet and sys.stderr.isatty() and args.output != "-", args.output)
+    # Ctrl-C / SIGTERM end the run cleanly: the sampler finishes its interval,
+    # the partial chunk is written and the file closed; a second Ctrl-C aborts
+    stopped: list[int] = []
+
+    def _stop(signum, frame):
+        if stopped:
+            raise KeyboardInterrupt
+        stopped.append(signum)
+        mon.stop()
+
+    old_int = signal.signal(signal.SIGINT, _stop)
+    old_term = signal.signal(signal.SIGTERM, _stop)
     interrupted = False
     try:
         mon.open()
@@ -107,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             writer.close()
     finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
         mon.close()
         progress.update(mon.stats, force=True)
         progress.close()
