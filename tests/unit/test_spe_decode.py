@@ -322,3 +322,20 @@ def test_cli_raw_to_csv_and_errors(data_dir, tmp_path, capsys):
     assert "truncated packet at offset 0x13" in err and "Traceback" not in err
     assert main(["spe", "--raw", str(tmp_path / "missing.data")]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_batches_carry_records_across_chunk_boundaries(data_dir):
+    from pmuscope.spe.records import iter_records
+
+    base = (data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin").read_bytes()
+    raw = base * 50 + b"\x05" + base * 50 + base[:30]
+    whole = decode_records(raw)
+    batches = list(iter_records(raw, chunk_bytes=1000))
+    assert len(batches) > 5
+    assert sum(len(b) for b in batches) == len(whole) == 200
+    joined = np.concatenate([b.pc_raw for b in batches])
+    assert np.array_equal(joined, whole.pc_raw)
+    assert np.array_equal(np.concatenate([b.offset for b in batches]), whole.offset)
+    assert whole.bad_offsets.tolist() == [len(base) * 50]
+    assert whole.trailing_offset == len(base) * 100 + 1 and batches[-1].trailing_offset == whole.trailing_offset
+    assert whole.size == len(raw)

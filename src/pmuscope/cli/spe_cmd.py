@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..errors import PmuscopeError
@@ -37,10 +38,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-s", "--symbols", action="store_true", help="resolve PCs to symbols (not available yet)")
 
 
-def _read(path: str) -> bytes:
+def _read(path: str):
+    """The file's bytes, memory-mapped (large raw buffers stay out of RAM)."""
+    import numpy as np
+
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        if os.path.getsize(path) == 0:
+            return b""
+        return np.memmap(path, dtype=np.uint8, mode="r")
     except OSError as err:
         raise PmuscopeError(f"cannot read {path}: {err.strerror}") from err
 
@@ -55,15 +60,56 @@ def _chunks(args, path: str):
     except ImportError as err:
         raise PmuscopeError(
             "reading SPE data from perf.data needs the perf.data reader (pmuscope.perfdata), which "
-            "this build does not have yet; pass --raw for a bare SPE buffer"
+            "this build does not have; pass --raw for a bare SPE buffer"
         ) from err
     yield from iter_spe_chunks(path, midr=args.midr or None)
 
 
+class _Summary:
+    """Counts for the one-screen summary, accumulated batch by batch."""
+
+    def __init__(self) -> None:
+        self.size = self.records = self.loads = self.stores = self.branches = self.other = 0
+        self.dropped = self.bad = 0
+        self.first_bad: int | None = None
+        self.trailing: list[int] = []
+        self.tot_lat: list = []
+
+    def add(self, recs) -> None:
+        self.records += len(recs)
+        self.loads += int(recs.is_load.sum())
+        self.stores += int(recs.is_store.sum())
+        self.branches += int(recs.is_branch.sum())
+        self.other += int((recs.op_class == 0).sum())
+        self.dropped += len(recs.dropped_offsets)
+        self.bad += len(recs.bad_offsets)
+        if self.first_bad is None and len(recs.bad_offsets):
+            self.first_bad = int(recs.bad_offsets[0])
+        self.tot_lat.append(recs.tot_lat[recs.has_tot_lat])
+
+    def write(self, out) -> None:
+        import numpy as np
+
+        unknown = self.records - self.loads - self.stores - self.branches - self.other
+        out.write(f"{self.size} bytes of SPE data, {self.records} records\n")
+        out.write(f"  loads {self.loads}  stores {self.stores}  branches {self.branches}  other {self.other}  "
+                  f"no-op-type {unknown}\n")
+        tot = np.concatenate(self.tot_lat) if self.tot_lat else np.zeros(0)
+        if len(tot):
+            out.write(
+                f"  total latency: mean {float(np.mean(tot)):.1f}  p50 {int(np.percentile(tot, 50))}  "
+                f"p99 {int(np.percentile(tot, 99))}  max {int(tot.max())} cycles\n"
+            )
+        if self.dropped:
+            out.write(f"  {self.dropped} partial record(s) dropped after bad bytes\n")
+        for off in self.trailing:
+            out.write(f"  unterminated record at offset {off:#x} ignored\n")
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..spe import decode_records, dump_lines
-    from ..spe.records import SpeRecords
-    from ..spe.tables import write_tables
+    from ..spe import dump_lines
+    from ..spe.records import iter_records
+    from ..spe.tables import TableWriter
 
     path = args.input or args.file
     if not path:
@@ -71,71 +117,44 @@ def run(args: argparse.Namespace) -> int:
     if args.symbols:
         raise PmuscopeError("--symbols is not available yet; the tables carry raw PCs (hex) to resolve later")
     out = sys.stdout
-    parts = []
-    nbad = 0
-    first_bad = None
-    for cpu, midr, data, header in _chunks(args, path):
-        if args.dump:
-            if header:
-                out.write(header + "\n")
-            for line in dump_lines(data, midr=midr, header=True):
-                out.write(line + "\n")
-        if args.output or not args.dump or args.strict:
-            recs = decode_records(data, cpu=cpu, midr=midr)
-            if args.strict:
-                recs.check()
-            nbad += len(recs.bad_offsets)
-            if first_bad is None and len(recs.bad_offsets):
-                first_bad = int(recs.bad_offsets[0])
-            parts.append(recs)
-    if args.dump and not args.output:
-        _warn_bad(nbad, first_bad)
-        return 0
-    recs = SpeRecords.concat(parts)
     which = [n for n, skip in (("ldst", args.noldst), ("br", args.nobr), ("other", args.noother)) if not skip]
-    if args.output:
-        written = write_tables(recs, args.output, prefix=args.prefix, fmt=args.format, which=which)
+    writer = TableWriter(args.output, args.prefix, args.format, which) if args.output else None
+    summary = _Summary()
+    decode = bool(writer) or not args.dump or args.strict
+    try:
+        for cpu, midr, data, header in _chunks(args, path):
+            summary.size += len(data)
+            if args.dump:
+                if header:
+                    out.write(header + "\n")
+                for line in dump_lines(data, midr=midr, header=True):
+                    out.write(line + "\n")
+            if not decode:
+                continue
+            for recs in iter_records(data, cpu=cpu, midr=midr):
+                if args.strict:
+                    recs.check()
+                summary.add(recs)
+                if recs.trailing_offset >= 0:
+                    summary.trailing.append(recs.trailing_offset)
+                if writer:
+                    writer.write(recs)
+    finally:
+        written = writer.close() if writer else {}
+    if writer:
         for name, p in written.items():
-            print(f"{name}: {p}", file=sys.stderr)
+            print(f"{name}: {p} ({writer.rows[name]} rows)", file=sys.stderr)
         if not written:
             print("no SPE records found", file=sys.stderr)
-    else:
-        _summary(recs, out)
-    _warn_bad(nbad, first_bad)
-    return 0
-
-
-def _warn_bad(nbad: int, first_bad: int | None) -> None:
-    if nbad:
+    elif not args.dump:
+        summary.write(out)
+    if summary.bad:
         print(
-            f"warning: {nbad} undecodable byte(s) skipped, the first at offset {first_bad:#x} "
+            f"warning: {summary.bad} undecodable byte(s) skipped, the first at offset {summary.first_bad:#x} "
             "(--strict makes this an error)",
             file=sys.stderr,
         )
-
-
-def _summary(recs, out) -> None:
-    import numpy as np
-
-    n = len(recs)
-    loads = int(recs.is_load.sum())
-    stores = int(recs.is_store.sum())
-    br = int(recs.is_branch.sum())
-    other = int((recs.op_class == 0).sum())
-    unknown = n - loads - stores - br - other
-    out.write(f"{recs.size} bytes of SPE data, {n} records\n")
-    out.write(f"  loads {loads}  stores {stores}  branches {br}  other {other}  no-op-type {unknown}\n")
-    if n:
-        tot = recs.tot_lat[recs.has_tot_lat]
-        if len(tot):
-            out.write(
-                f"  total latency: mean {float(np.mean(tot)):.1f}  p50 {int(np.percentile(tot, 50))}  "
-                f"p99 {int(np.percentile(tot, 99))}  max {int(tot.max())} cycles\n"
-            )
-    if len(recs.dropped_offsets):
-        out.write(f"  {len(recs.dropped_offsets)} partial record(s) dropped after bad bytes\n")
-    if recs.trailing_offset >= 0:
-        out.write(f"  unterminated record at offset {recs.trailing_offset:#x} ignored\n")
+    return 0
 
 
 __all__ = ["HELP", "configure", "run"]

@@ -13,6 +13,7 @@ result is exactly the packet sequence perf's byte-at-a-time decoder sees
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -29,14 +30,14 @@ from .packets import (
     TIMESTAMP,
 )
 
-__all__ = ["PacketArrays", "decode_packets", "BAD_INVALID_HEADER", "BAD_TRUNCATED"]
+__all__ = ["PacketArrays", "decode_packets", "iter_packet_chunks", "BAD_INVALID_HEADER", "BAD_TRUNCATED"]
 
 #: reason codes in :attr:`PacketArrays.bad_reason`
 BAD_INVALID_HEADER = 1
 BAD_TRUNCATED = 2
 
 _BLOCK = 4096
-_CHUNK = 1 << 24
+_CHUNK = 1 << 22
 #: how far into a zero run a walk can land (after a payload ending in zeros or
 #: an alignment packet) and still jump the whole run in one step
 _RUN_ENTRY_DEPTH = 4
@@ -125,6 +126,18 @@ class PacketArrays:
     def bad_offsets(self) -> np.ndarray:
         return self.offset[self.type == BAD]
 
+    def __getitem__(self, sl: slice) -> "PacketArrays":
+        return PacketArrays(self.offset[sl], self.type[sl], self.index[sl], self.payload[sl], self.bad_reason[sl], self.size)
+
+    @classmethod
+    def concat(cls, parts: list["PacketArrays"], size: int) -> "PacketArrays":
+        def cat(name):
+            return np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0)
+
+        if not parts:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8), np.zeros(0, np.uint64), np.zeros(0, np.uint8), size)
+        return cls(cat("offset"), cat("type"), cat("index"), cat("payload"), cat("bad_reason"), size)
+
 
 def _lengths(d: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
     """Packet length at every position of ``d[lo:hi]`` (the buffer has ``n``
@@ -156,12 +169,15 @@ def _lengths(d: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
         L[t - lo] = np.where(t + lt > n, 1, lt)
     z = (seg == 0).view(np.int8)
     edges = np.diff(z, prepend=np.int8(0), append=np.int8(0))
-    run_start = np.flatnonzero(edges == 1)
+    run_start = np.flatnonzero(edges == 1).astype(np.int32)
     if len(run_start):
         # a walk enters a zero run at its start, or a few bytes in when the run
         # began inside the previous packet's payload (at most 15 bytes: payloads
         # are <= 8 bytes, alignment packets <= 16): jump to the end of the run
-        run_end = np.flatnonzero(edges == -1)
+        run_end = np.flatnonzero(edges == -1).astype(np.int32)
+        del z, edges
+        multi = np.flatnonzero(run_end - run_start > 1)  # a 1-byte run already has length 1
+        run_start, run_end = run_start[multi], run_end[multi]
         rs, rl = run_start, run_end - run_start
         for j in range(_RUN_ENTRY_DEPTH):
             L[rs + j] = np.minimum(rl - j, 255)
@@ -170,12 +186,20 @@ def _lengths(d: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
                 rs, rl = rs[more], rl[more]
                 if not len(rs):
                     break
-        long = np.flatnonzero(run_end - run_start > 16)
-        if len(long):  # in long runs (unused buffer tails) every byte jumps to the run end
+        long = np.flatnonzero(run_end - run_start > 255)
+        if len(long):
+            # a long run (an unused buffer tail) is crossed in hops of 255 from
+            # wherever the walk entered it (within its first 16 bytes): give the
+            # first 16 bytes of every 255-byte window the distance to the end
             ls, le = run_start[long], run_end[long]
-            pos = np.repeat(ls, le - ls)
-            pos += np.arange(len(pos)) - np.repeat(np.cumsum(le - ls) - (le - ls), le - ls)
-            L[pos] = np.minimum(np.repeat(le, le - ls) - pos, 255)
+            nwin = (le - ls + 254) // 255
+            win = np.repeat(ls, nwin)
+            win += 255 * (np.arange(len(win)) - np.repeat(np.cumsum(nwin) - nwin, nwin))
+            wend = np.repeat(le, nwin)
+            for j in range(16):
+                at = win + j
+                ok = at < wend
+                L[at[ok]] = np.minimum(wend[ok] - at[ok], 255)
     return L
 
 
@@ -220,22 +244,38 @@ def _walk_chunk(d: np.ndarray, n: int, entry: int, chunk_end: int, block: int) -
     return np.flatnonzero(mark) + entry, exit_pos + entry
 
 
+def _as_u8(data) -> np.ndarray:
+    d = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+    return d.reshape(-1).view(np.uint8)
+
+
+def iter_packet_chunks(data: bytes | bytearray | memoryview | np.ndarray, block: int = _BLOCK, chunk: int = _CHUNK) -> Iterator[PacketArrays]:
+    """Decode a raw SPE buffer ``chunk`` bytes at a time (bounded temporary
+    memory), yielding :class:`PacketArrays` with offsets into the whole buffer."""
+    d = _as_u8(data)
+    n = len(d)
+    entry = 0
+    while entry < n:
+        chunk_end = min(n, entry + chunk)
+        starts, entry = _walk_chunk(d, n, entry, chunk_end, block)
+        yield _classify(d, n, starts)
+
+
 def decode_packets(data: bytes | bytearray | memoryview | np.ndarray, block: int = _BLOCK, chunk: int = _CHUNK) -> PacketArrays:
     """Decode every packet of a raw SPE buffer into :class:`PacketArrays`.
 
     Never raises on bad input: undecodable bytes become BAD packets at their
     offsets and decoding resumes at the next byte, as perf does.
     """
-    d = data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
-    d = d.reshape(-1).view(np.uint8)
-    n = len(d)
-    parts = []
-    entry = 0
-    while entry < n:
-        chunk_end = min(n, entry + chunk)
-        starts, entry = _walk_chunk(d, n, entry, chunk_end, block)
-        parts.append(starts)
-    P = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    d = _as_u8(data)
+    parts = list(iter_packet_chunks(d, block, chunk))
+    if len(parts) == 1:
+        return parts[0]
+    return PacketArrays.concat(parts, len(d))
+
+
+def _classify(d: np.ndarray, n: int, P: np.ndarray) -> PacketArrays:
+    """Packet arrays for the packet start offsets ``P`` of buffer ``d``."""
     h0 = d[P]
     nz = np.flatnonzero(h0)  # zero bytes are PADs: drop them first
     P, h0 = P[nz], h0[nz]

@@ -10,11 +10,12 @@ it reports every bad byte and dropped record with its offset.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
 from ..errors import FormatError
-from .decode import BAD_TRUNCATED, PacketArrays, decode_packets
+from .decode import BAD_TRUNCATED, PacketArrays, _as_u8, iter_packet_chunks
 from .packets import (
     ADDRESS,
     BAD,
@@ -27,7 +28,7 @@ from .packets import (
     TIMESTAMP,
 )
 
-__all__ = ["SpeRecords", "decode_records", "perf_ip", "perf_data_va", "perf_pa", "OP_CLASS_NONE"]
+__all__ = ["SpeRecords", "decode_records", "iter_records", "perf_ip", "perf_data_va", "perf_pa", "OP_CLASS_NONE"]
 
 #: ``op_class`` of a record without an operation-type packet
 OP_CLASS_NONE = -1
@@ -311,6 +312,33 @@ def records_from_packets(pk: PacketArrays, cpu: int = 0, midr: int = 0) -> SpeRe
     )
 
 
+def iter_records(data: bytes | bytearray | memoryview | np.ndarray, cpu: int = 0, midr: int = 0,
+                 chunk_bytes: int = 1 << 22) -> Iterator[SpeRecords]:
+    """Decode a raw SPE buffer into batches of :class:`SpeRecords`, about
+    ``chunk_bytes`` of SPE data each, so memory stays bounded for any input
+    size (the buffer itself may be an ``np.memmap``). A record cut by a chunk
+    boundary is carried into the next batch; bad bytes and dropped records are
+    reported in the batch that holds them. Each batch's ``size`` is that of
+    the whole buffer."""
+    carry: PacketArrays | None = None
+    n = 0
+    for pk in iter_packet_chunks(data, chunk=chunk_bytes):
+        n = pk.size
+        if carry is not None and len(carry):
+            pk = PacketArrays.concat([carry, pk], n)
+        t = pk.type
+        closers = np.flatnonzero((t == TIMESTAMP) | (t == END) | (t == BAD))
+        if not len(closers):
+            carry = pk
+            continue
+        cut = int(closers[-1]) + 1
+        carry = pk[cut:]
+        yield records_from_packets(pk[:cut], cpu=cpu, midr=midr)
+    last = records_from_packets(carry if carry is not None else PacketArrays.concat([], n), cpu=cpu, midr=midr)
+    if carry is not None and len(carry) or not n:
+        yield last
+
+
 def decode_records(data: bytes | bytearray | memoryview | np.ndarray, cpu: int = 0, midr: int = 0, strict: bool = False) -> SpeRecords:
     """Decode a raw SPE buffer (one AUX buffer, or a whole ``spe.data`` fill
     buffer) into :class:`SpeRecords`.
@@ -320,7 +348,9 @@ def decode_records(data: bytes | bytearray | memoryview | np.ndarray, cpu: int =
     reported in the result; with ``strict`` they raise
     :class:`~pmuscope.errors.FormatError` naming the first offset.
     """
-    recs = records_from_packets(decode_packets(data), cpu=cpu, midr=midr)
+    d = _as_u8(data)
+    recs = SpeRecords.concat(list(iter_records(d, cpu=cpu, midr=midr)))
+    recs.size = len(d)
     if strict:
         recs.check()
     return recs

@@ -22,7 +22,7 @@ from ..errors import require
 from .packets import COMMON_EVENTS, N1_EVENTS, is_midr_n1
 from .records import SpeRecords
 
-__all__ = ["LDST_COLS", "BRANCH_COLS", "OTHER_COLS", "spe_parser_tables", "write_tables", "DATASOURCE_NAMES"]
+__all__ = ["LDST_COLS", "BRANCH_COLS", "OTHER_COLS", "spe_parser_tables", "write_tables", "TableWriter", "DATASOURCE_NAMES"]
 
 LDST_COLS = [
     "cpu", "op", "pc", "el", "atomic", "excl", "ar", "subclass", "sve_evl", "sve_pred", "sve_sg",
@@ -201,25 +201,18 @@ def _csv_cell(kind: str):
     return str
 
 
-def write_csv(path: str, table: dict[str, list | np.ndarray], cols: Sequence[str]) -> None:
-    """Write one table as spe-parser's CSV (pyarrow ``quoting_style="none"``:
-    quoted header, unquoted values, ``true``/``false``)."""
+def _csv_rows(table: dict[str, list | np.ndarray], cols: Sequence[str]) -> str:
     series = []
     for c in cols:
         vals = table[c]
         vals = vals.tolist() if isinstance(vals, np.ndarray) else vals
         fmt = _csv_cell(COLUMN_KIND[c])
         series.append([fmt(x) for x in vals])
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(",".join(f'"{c}"' for c in cols) + "\n")
-        for row in zip(*series):
-            fh.write(",".join(row) + "\n")
+    return "".join(",".join(row) + "\n" for row in zip(*series))
 
 
-def write_parquet(path: str, table: dict[str, list | np.ndarray], cols: Sequence[str]) -> None:
-    """Write one table as gzip-compressed Parquet (needs ``pmuscope[parquet]``)."""
+def _arrow_table(table: dict[str, list | np.ndarray], cols: Sequence[str]):
     pa = require("pyarrow", "parquet", "Parquet output")
-    pq = require("pyarrow.parquet", "parquet", "Parquet output")
     arrays = []
     for c in cols:
         kind = COLUMN_KIND[c]
@@ -233,22 +226,68 @@ def write_parquet(path: str, table: dict[str, list | np.ndarray], cols: Sequence
             arrays.append(pa.array(np.asarray(vals, np.bool_)))
         else:
             arrays.append(pa.array(list(vals), pa.string()))
-    pq.write_table(pa.table(arrays, names=list(cols)), path, compression="gzip")
+    return pa.table(arrays, names=list(cols))
+
+
+class TableWriter:
+    """Writes ``<prefix>-ldst``, ``<prefix>-br`` and ``<prefix>-other`` files
+    batch by batch (CSV as spe-parser writes it: quoted header, unquoted
+    values, ``true``/``false``; Parquet gzip-compressed). Files are created at
+    their first row, so tables without rows are skipped, as spe-parser does.
+    """
+
+    def __init__(self, outdir: str, prefix: str = "spe", fmt: str = "csv", which: Sequence[str] = ("ldst", "br", "other")) -> None:
+        if fmt not in ("csv", "parquet"):
+            raise ValueError(f"unknown SPE table format {fmt!r}: use csv or parquet")
+        if fmt == "parquet":
+            require("pyarrow.parquet", "parquet", "Parquet output")
+        os.makedirs(outdir, exist_ok=True)
+        self.outdir, self.prefix, self.fmt, self.which = outdir, prefix, fmt, tuple(which)
+        self._open: dict[str, object] = {}
+        self.written: dict[str, str] = {}
+        self.rows: dict[str, int] = {name: 0 for name in self.which}
+
+    def write(self, recs: SpeRecords) -> None:
+        for name, table in spe_parser_tables(recs, self.which).items():
+            cols = TABLE_COLS[name]
+            nrows = len(table["cpu"])
+            if not nrows:
+                continue
+            self.rows[name] += nrows
+            path = os.path.join(self.outdir, f"{self.prefix}-{name}.{self.fmt}")
+            if self.fmt == "csv":
+                fh = self._open.get(name)
+                if fh is None:
+                    fh = self._open[name] = open(path, "w", encoding="utf-8", newline="")
+                    fh.write(",".join(f'"{c}"' for c in cols) + "\n")
+                fh.write(_csv_rows(table, cols))
+            else:
+                pq = require("pyarrow.parquet", "parquet", "Parquet output")
+                at = _arrow_table(table, cols)
+                w = self._open.get(name)
+                if w is None:
+                    w = self._open[name] = pq.ParquetWriter(path, at.schema, compression="gzip")
+                w.write_table(at.cast(w.schema))
+            self.written[name] = path
+
+    def close(self) -> dict[str, str]:
+        """Finish the files; returns ``{table: path}`` of the files written."""
+        for obj in self._open.values():
+            obj.close()
+        self._open.clear()
+        return dict(self.written)
+
+    def __enter__(self) -> "TableWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def write_tables(recs: SpeRecords, outdir: str, prefix: str = "spe", fmt: str = "csv", which: Sequence[str] = ("ldst", "br", "other")) -> dict[str, str]:
     """Write ``<prefix>-ldst``, ``<prefix>-br`` and ``<prefix>-other`` files
     (tables without rows are skipped, as spe-parser does). Returns
     ``{table: path}`` of the files written."""
-    if fmt not in ("csv", "parquet"):
-        raise ValueError(f"unknown SPE table format {fmt!r}: use csv or parquet")
-    os.makedirs(outdir, exist_ok=True)
-    written = {}
-    for name, table in spe_parser_tables(recs, which).items():
-        cols = TABLE_COLS[name]
-        if not len(table["cpu"]):
-            continue
-        path = os.path.join(outdir, f"{prefix}-{name}.{fmt}")
-        (write_csv if fmt == "csv" else write_parquet)(path, table, cols)
-        written[name] = path
-    return written
+    with TableWriter(outdir, prefix, fmt, which) as w:
+        w.write(recs)
+    return w.close()
