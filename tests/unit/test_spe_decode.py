@@ -339,3 +339,21 @@ def test_batches_carry_records_across_chunk_boundaries(data_dir):
     assert whole.bad_offsets.tolist() == [len(base) * 50]
     assert whole.trailing_offset == len(base) * 100 + 1 and batches[-1].trailing_offset == whole.trailing_offset
     assert whole.size == len(raw)
+
+
+@SETTINGS
+@given(raw=_buffers, chunk=st.integers(16, 400))
+def test_streamed_batches_equal_one_pass(raw, chunk):
+    from pmuscope.spe.records import SpeRecords, iter_records, records_from_packets
+
+    one = records_from_packets(decode_packets(raw, chunk=1 << 30))
+    streamed = SpeRecords.concat(list(iter_records(raw, chunk_bytes=chunk)))
+    assert len(streamed) == len(one)
+    for name in one.columns:
+        assert np.array_equal(streamed.columns[name], one.columns[name]), name
+        assert np.array_equal(streamed.present[name], one.present[name]), name
+    assert np.array_equal(streamed.offset, one.offset)
+    assert np.array_equal(streamed.op_class, one.op_class)
+    assert streamed.bad_offsets.tolist() == one.bad_offsets.tolist()
+    assert streamed.dropped_offsets.tolist() == one.dropped_offsets.tolist()
+    assert streamed.trailing_offset == one.trailing_offset
