@@ -52,20 +52,20 @@ def default_event(sysfs_root: str = "/sys") -> str:
         return _default_event_cache[sysfs_root]
     name = "cpu-clock"
     if os.path.isdir(os.path.join(sysfs_root, "bus/event_source/devices/cpu")):
-        attr = abi.perf_event_attr()
-        attr.type = abi.PERF_TYPE_HARDWARE
-        attr.size = abi.PERF_ATTR_SIZE_VER7
-        attr.config = abi.PERF_COUNT_HW_CPU_CYCLES
-        attr.sample_freq = 4000
-        attr.freq = 1
-        attr.disabled = 1
-        attr.exclude_kernel = 1
-        attr.exclude_hv = 1
+        from ..events import parse_events
+
         try:
-            PerfEventFd(attr, 0, -1).close()
-            name = "cycles"
+            attr = parse_events("cycles", sysfs_root=sysfs_root)[0].attr.copy()
         except errors.PmuscopeError:
-            pass
+            attr = None
+        if attr is not None:
+            attr.sample_freq, attr.freq, attr.disabled = 4000, 1, 1
+            attr.exclude_kernel = attr.exclude_hv = 1  # passes at any perf_event_paranoid level
+            try:
+                PerfEventFd(attr, 0, -1).close()
+                name = "cycles"
+            except errors.PmuscopeError:
+                pass
     _default_event_cache[sysfs_root] = name
     return name
 
