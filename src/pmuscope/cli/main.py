@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "monitor": "monitor_cmd",
     "observe": "observe_cmd",
     "spe": "spe_cmd",
+    "record": "record_cmd",
 }
 
 
