@@ -241,3 +241,20 @@ def test_build_batch_counter_wrap(fixture_monitor):
     chunk.late, chunk.skipped = np.array([False]), np.zeros(1, dtype=np.int32)
     out, *_ = mon._build_batch(chunk, prev, 0, None)
     assert out["task-clock"].tolist() == [15]  # u64 wrap-around
+
+
+def test_unopenable_rapl_events_are_left_out(fixture_monitor, monkeypatch):
+    import errno
+
+    from pmuscope.kernel import syscall as sc
+
+    def fake_open(attr, pid, cpu, group_fd, flags):
+        raise OSError(errno.EACCES, "fake")
+
+    monkeypatch.setattr(sc, "_open_hook", fake_open)
+    auto = [s.name for s in fixture_monitor.specs if s.extra.get("auto")]
+    assert auto  # the fixture machine has a RAPL PMU
+    fixture_monitor._drop_unopenable_auto_events()
+    assert [s.name for s in fixture_monitor.specs] == ["task-clock", "context-switches"]
+    assert len(fixture_monitor.warnings) == len(auto)
+    assert "power/energy-pkg/ left out: no permission" in fixture_monitor.warnings[1]

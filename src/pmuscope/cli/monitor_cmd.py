@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         mon.open()
+        for warning in mon.warnings:
+            print(f"pmuscope monitor: {warning}", file=sys.stderr)
         kwargs = {"row_group_rows": args.row_group} if fmt == "parquet" else {}
         writer = open_writer(args.output, mon.schema(), fmt, mon.metadata(), **kwargs)
         try:

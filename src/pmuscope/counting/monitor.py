@@ -362,7 +362,11 @@ class Monitor:
             for pe in power_pmu_events(sysfs):
                 if pe.column not in have and f"power/{pe.name}/" not in have:
                     attr = abi.perf_event_attr(type=pe.pmu_type, config=pe.config)
-                    self.specs.append(EventSpec(name=pe.column, attr=attr, pmu="power", scale=pe.scale, unit=pe.unit, cpus=pe.cpus))
+                    self.specs.append(
+                        EventSpec(name=pe.column, attr=attr, pmu="power", scale=pe.scale, unit=pe.unit, cpus=pe.cpus, extra={"auto": True})
+                    )
+        #: why automatically added events (RAPL) were left out, if they were
+        self.warnings: list[str] = []
         self.group = group
         self.inherit = inherit
         self.duration = duration
@@ -444,10 +448,28 @@ class Monitor:
             self._ctx = ContextSampler(self.entities, self.sysfs, self.procfs)
         return self._ctx
 
+    def _drop_unopenable_auto_events(self) -> None:
+        """RAPL events are added unasked; one that cannot be opened here (no
+        permission: they are CPU-wide, paranoid <= 0 or CAP_PERFMON) is left
+        out with a warning instead of failing the run."""
+        keep = []
+        for spec in self.specs:
+            if spec.extra.get("auto"):
+                cpu = spec.cpus[0] if spec.cpus else self.entities[0]
+                try:
+                    PerfEventFd(spec.attr.copy(), pid=-1, cpu=cpu, event=spec.name).close()
+                except PmuscopeError as err:
+                    self.warnings.append(f"{spec.name} left out: {str(err).splitlines()[0]}")
+                    continue
+            keep.append(spec)
+        self.specs = keep
+
     def open(self) -> "Monitor":
-        """Open every counter (disabled); :meth:`start` enables them."""
+        """Open every counter (disabled); the run enables them. The column
+        list (:meth:`schema`) is final once the monitor is open."""
         if self._opened:
             return self
+        self._drop_unopenable_auto_events()
         groups = plan_groups(self.specs, self.group, self.sysfs)
         offset = 0
         try:
