@@ -102,6 +102,30 @@ def test_fixture_with_trailing_text_is_a_clear_error(shared_fixtures):
     assert seen.count(R.SAMPLE) > 0 and seen[-1] == R.FINISHED_ROUND
 
 
+def test_lenient_mode_keeps_what_is_readable(shared_fixtures, tmp_path):
+    key = "linux-perf-data/sleep.compressed2.pipe.data"
+    p = PerfDataFile(_fixture(shared_fixtures, key), strict=False)
+    counts = p.counts()
+    assert counts[R.SAMPLE] > 0 and p.data_error is not None and p.data_error.offset == 31808
+    good = bytearray(open(_write_file(str(tmp_path / "g.data")), "rb").read())
+    p = PerfDataFile(bytes(good))
+    cmdline_at = next(sec for sec in _feature_sections(good) if sec[0] == Feature.CMDLINE)[1]
+    struct.pack_into("<I", good, cmdline_at, 1 << 30)  # the string list count
+    with pytest.raises(FormatError, match="feature CMDLINE"):
+        PerfDataFile(bytes(good))
+    p = PerfDataFile(bytes(good), strict=False)
+    assert set(p.feature_errors) == {Feature.CMDLINE} and isinstance(p.features[Feature.CMDLINE], bytes)
+    assert p.sample_counts() == [34, 16] and p.data_error is None
+
+
+def _feature_sections(blob):
+    flags = struct.unpack_from("<4Q", blob, 72)
+    bits = [w * 64 + b for w in range(4) for b in range(64) if flags[w] >> b & 1]
+    data_off, data_size = struct.unpack_from("<QQ", blob, 40)
+    table = data_off + data_size
+    return [(bit, *struct.unpack_from("<QQ", blob, table + 16 * i)) for i, bit in enumerate(bits)]
+
+
 def test_typed_features(shared_fixtures):
     p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.hybrid_topology"))
     assert [(h.pmu_name, h.cpus) for h in p.features[Feature.HYBRID_TOPOLOGY]] == [("cpu_core", "0-3"), ("cpu_atom", "4-11")]

@@ -56,9 +56,15 @@ def corpus(tmp_path_factory) -> list[bytes]:
 
 
 def consume(data: bytes) -> None:
-    """Everything a user can ask of the container; only FormatError may come out."""
+    """Everything a user can ask of the container; only FormatError may come out,
+    in strict mode and in lenient mode."""
+    _consume(data, True)
+    _consume(data, False)
+
+
+def _consume(data: bytes, strict: bool) -> None:
     try:
-        p = PerfDataFile(data, name="mutant.data")
+        p = PerfDataFile(data, name="mutant.data", strict=strict)
         _ = p.event_names, p.features, p.header
         for _rec in p.raw_records(ordered=True):
             pass

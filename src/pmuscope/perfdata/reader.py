@@ -169,7 +169,10 @@ class PerfDataFile:
     ``source`` is a path (``"-"`` for stdin), a binary file object (seekable or
     a pipe), or the file's bytes. File mode and pipe mode are both detected from
     the magic. Everything malformed raises :class:`~pmuscope.errors.FormatError`
-    naming the file, the byte offset and what was expected.
+    naming the file, the byte offset and what was expected. With
+    ``strict=False`` (perf's own tolerance) a malformed feature section is kept
+    as bytes and noted in ``feature_errors``, and a malformed record ends the
+    data there, noted in ``data_error``; header and attr errors still raise.
 
     Attributes: ``header`` (:class:`FileHeader`), ``attrs`` (list of
     :class:`PerfDataAttr`), ``features`` (feature bit -> typed value; see
@@ -178,7 +181,12 @@ class PerfDataFile:
     :meth:`records`.
     """
 
-    def __init__(self, source: Any, *, name: str | None = None) -> None:
+    def __init__(self, source: Any, *, name: str | None = None, strict: bool = True) -> None:
+        self.strict = strict
+        #: strict=False: feature bit -> the FormatError its payload raised (kept as bytes)
+        self.feature_errors: dict[int, FormatError] = {}
+        #: strict=False: the FormatError that ended the data early, else None
+        self.data_error: FormatError | None = None
         self._file = None
         self._mmap = None
         self._stream: _Stream | None = None
@@ -385,7 +393,13 @@ class PerfDataFile:
         # NRCPUS first: CPU_TOPOLOGY's layout depends on it
         sections.sort(key=lambda bs: bs[0] != Feature.NRCPUS)
         for bit, sec in sections:
-            self._set_feature(bit, buf[sec.offset : sec.offset + sec.size], sec.offset)
+            try:
+                self._set_feature(bit, buf[sec.offset : sec.offset + sec.size], sec.offset)
+            except FormatError as err:
+                if self.strict:
+                    raise
+                self.feature_errors[bit] = err
+                self.features[bit] = bytes(buf[sec.offset : sec.offset + sec.size])
 
     def _set_feature(self, bit: int, payload: memoryview, base: int) -> None:
         value = parse_feature(bit, payload, self.source, base, self._feature_ctx())
@@ -533,6 +547,15 @@ class PerfDataFile:
         """File-order records with COMPRESSED/COMPRESSED2 expanded in place; the
         inner records carry the file offset of the compressed record. With
         ``containers`` the compressed records themselves come first too."""
+        if self.strict:
+            yield from self._decompressed_records_strict(containers)
+            return
+        try:
+            yield from self._decompressed_records_strict(containers)
+        except FormatError as err:
+            self.data_error = err
+
+    def _decompressed_records_strict(self, containers: bool) -> Iterator[tuple]:
         writer = sink = None
         leftover = b""
         left_at = 0
