@@ -307,7 +307,8 @@ class Monitor:
     all online CPUs). With ``pid`` there is one row per thread present at the
     start; threads started later are counted (``inherit``) into the row of
     the thread that created them. ``interval_ms`` may be fractional
-    (≥ 0.1). The run ends after ``duration`` seconds, ``count`` intervals,
+    (≥ 0.1). The run ends after ``duration`` seconds or ``count`` interval
+    deadlines (a row that spans skipped deadlines counts them all), at
     :meth:`stop`, or when the monitored process exits.
     """
 
@@ -584,7 +585,8 @@ class Monitor:
         sleep_until = make_sleep_until()
         readv = os.readv
         stop = self._stop
-        remaining = self.count if self.count is not None else -1
+        # the run covers deadlines 1..last: a skipped deadline does not extend it
+        last = self.count if self.count is not None else -1
         ctx_every = self.context_every if self.context else 0
         util_every = self.util_every
         n_ctx = 0
@@ -628,8 +630,7 @@ class Monitor:
                     n_ctx += 1
                     ctx.append((i - 1, *self._sample_context(n_ctx % util_every == 0)))
                 k += 1 + skip
-                remaining -= 1
-                if remaining == 0 or stop.is_set():
+                if (last > 0 and k > last) or stop.is_set():
                     stop.set()
                     break
                 if pid_stat is not None and k % alive_every == 0 and not _process_alive(pid_stat):
