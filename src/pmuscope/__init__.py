@@ -23,5 +23,5 @@ from .counting.monitor import monitor, Monitor  # noqa: E402
 from .symbols import Symbolizer  # noqa: E402
 from .events import EventSpec, parse_events, apply_counting_defaults, stat_defaults  # noqa: E402
 from .system import read_topology, Topology, CpuIdentity  # noqa: E402
-from .system.doctor import diagnose, Check  # noqa: E402
+from .doctor import diagnose, Check  # noqa: E402
 from .perfdata import PerfDataFile, PerfDataWriter  # noqa: E402

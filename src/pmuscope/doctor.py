@@ -18,9 +18,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from . import _fs
-from .identity import read_cpu_identity
-from .topology import CORE_PMU_NAMES, CORE_PMU_PREFIXES, read_cpu_lists
+from .system import _fs
+from .system.identity import read_cpu_identity
+from .system.topology import CORE_PMU_NAMES, CORE_PMU_PREFIXES, read_cpu_lists
 
 OK, WARN, MISSING = "ok", "warn", "missing"
 STATUSES = (OK, WARN, MISSING)
@@ -225,14 +225,31 @@ Probe = Callable[[int, int], "str | None"]
 
 def kernel_probe(type_: int, config: int) -> str | None:
     """Open and close one user-space-only counting event on this process."""
-    from ..errors import PmuscopeError
-    from ..kernel import PerfEventFd, perf_event_attr
+    from .errors import PmuscopeError
+    from .kernel import PerfEventFd, perf_event_attr
 
     try:
         PerfEventFd(perf_event_attr(type=type_, config=config, exclude_kernel=1, exclude_hv=1), pid=0, cpu=-1).close()
         return None
     except PmuscopeError as err:
         return str(err).splitlines()[0]
+
+
+def _read_path_check() -> Check:
+    """Which counter-read path self-monitoring (observe, regions) uses here."""
+    try:
+        from .observe.mmap_page import explain
+    except ImportError as err:  # a stripped install (no numpy): say so, don't fail the diagnosis
+        return Check("read_path", WARN, f"self-monitoring read paths not checked: {err}")
+    info = explain()
+    path = info.get("cycles_path", "read")
+    native = "built" if info.get("native_helper") else "not built (no C compiler at install time)"
+    text = f"self-monitoring counter reads use the {path} path; native helper {native}"
+    if info.get("calibration_ns"):
+        text += f"; measured ns/read {info['calibration_ns']}"
+    status = OK if path == "rdpmc" or info.get("calibration_ns") else WARN
+    return Check("read_path", status, text, str(info.get("reason", "")), None if status == OK else
+                 "rebuild with a C compiler (pip install --force-reinstall pmuscope) and allow rdpmc", info)
 
 
 # -- the checks ----------------------------------------------------------------
@@ -401,6 +418,8 @@ def diagnose(root: str = "/", *, probe: Probe | bool | None = None) -> list[Chec
                             data={"rdpmc": {}}))
     else:
         checks.append(Check("rdpmc", MISSING, "no core PMU, so no user-space counter reads (rdpmc)", data={"rdpmc": {}}))
+    if probe is kernel_probe:
+        checks.append(_read_path_check())
 
     # NMI watchdog
     nmi = _fs.read_int(root, "proc/sys/kernel/nmi_watchdog")

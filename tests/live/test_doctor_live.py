@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pmuscope.system import read_topology
-from pmuscope.system.doctor import diagnose
+from pmuscope.doctor import diagnose
 
 from ..conftest import hardware_pmu_reason
 
@@ -97,6 +97,7 @@ def test_doctor_as_unprivileged_user(tmp_path):
     (pkg / "system").mkdir(parents=True)
     (pkg / "kernel").mkdir()
     shutil.copy(src / "errors.py", pkg)
+    shutil.copy(src / "doctor.py", pkg)
     for sub in ("system", "kernel"):
         for f in (src / sub).glob("*.py"):
             shutil.copy(f, pkg / sub / f.name)
@@ -105,7 +106,7 @@ def test_doctor_as_unprivileged_user(tmp_path):
         p.chmod(0o755 if p.is_dir() else 0o644)
     for parent in (tmp_path.parent, tmp_path.parent.parent):
         os.chmod(parent, 0o755)
-    code = "import json; from pmuscope.system.doctor import diagnose; print(json.dumps([c.to_dict() for c in diagnose()]))"
+    code = "import json; from pmuscope.doctor import diagnose; print(json.dumps([c.to_dict() for c in diagnose()]))"
     proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", code],
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)

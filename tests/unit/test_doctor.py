@@ -1,4 +1,4 @@
-"""pmuscope.system.doctor on fixture trees: every check, each status, each fix."""
+"""pmuscope.doctor on fixture trees: every check, each status, each fix."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pmuscope.cli.main import main
-from pmuscope.system.doctor import (
+from pmuscope.doctor import (
     CAP_IPC_LOCK,
     CAP_PERFMON,
     CAP_SYS_ADMIN,

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..system.doctor import diagnose, summarize
+from ..doctor import diagnose, summarize
 
 HELP = "check what this machine allows (paranoid, capabilities, container/VM, PMUs, rdpmc, limits) and how to fix it"
 

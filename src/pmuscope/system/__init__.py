@@ -1,5 +1,5 @@
 """The machine: CPUs, cores, sockets, NUMA nodes, caches, CPU identity, and
-what perf_event_open is allowed to do here (:mod:`pmuscope.system.doctor`).
+what perf_event_open is allowed to do here (:mod:`pmuscope.doctor`).
 
 Every reader takes ``root`` ("/" by default) and reads ``<root>/sys/...`` and
 ``<root>/proc/...``, so a captured tree can stand in for a machine.
