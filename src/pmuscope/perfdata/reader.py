@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Iterator
 from ..errors import FormatError, require
 from ..kernel import abi
 from ._cursor import Cursor, format_error
-from .features import Feature, EventDesc, feature_name, parse_feature
+from .features import Compressed, Feature, NrCpus, feature_name, parse_feature
 
 PERF_MAGIC2 = b"PERFILE2"
 PERF_MAGIC1 = b"PERFFILE"
@@ -375,7 +375,7 @@ class PerfDataFile:
     def _feature_ctx(self) -> dict:
         ctx = {"parse_attr": lambda raw, at: self._parse_attr_bytes(raw, at)}
         nr = self.features.get(Feature.NRCPUS)
-        if nr is not None:
+        if isinstance(nr, NrCpus):
             ctx["nr_cpus_available"] = nr.nr_cpus_available
         return ctx
 
@@ -404,11 +404,13 @@ class PerfDataFile:
     def _set_feature(self, bit: int, payload: memoryview, base: int) -> None:
         value = parse_feature(bit, payload, self.source, base, self._feature_ctx())
         self.features[bit] = value
-        if bit == Feature.COMPRESSED and value.mmap_len:
+        if isinstance(value, Compressed) and value.mmap_len:
             self._decomp_limit = max(self._decomp_limit, 4 * value.mmap_len)
 
     def _assign_names(self) -> None:
-        descs: list[EventDesc] = self.features.get(Feature.EVENT_DESC) or []
+        descs = self.features.get(Feature.EVENT_DESC)
+        if not isinstance(descs, list):  # absent, or kept as bytes by strict=False
+            descs = []
         by_id = {}
         for d in descs:
             for i in d.ids:
