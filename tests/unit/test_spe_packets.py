@@ -222,3 +222,24 @@ def test_encoder_round_trips_every_packet_type():
         assert (t, p, size) == (typ, payload, len(raw))
         if typ not in (PAD, END, TIMESTAMP, DATA_SOURCE):
             assert i == index
+
+
+def test_lkml_perf_dumps_decode_to_the_same_text_and_sample_ips(spe_dir):
+    from pmuscope.spe import decode_records
+
+    vec = json.loads((spe_dir / "lkml_dump_vectors.json").read_text())
+    raw = b""
+    expected_lines = []
+    for rec in vec["records"]:
+        for _off, hexbytes, text in rec["packets"]:
+            b = bytes.fromhex(hexbytes)
+            expected_lines.append(f".  {len(raw):08x}:  {hexbytes}{'   ' * (16 - len(b))} {text}")
+            raw += b
+    assert list(dump_lines(raw)) == expected_lines
+    recs = decode_records(raw)
+    assert len(recs) == 16 and recs.is_branch.all()
+    assert [f"{ip:x}" for ip in recs.pc.tolist()] == [r["sample_ip"] for r in vec["records"]]
+    assert recs.timestamp.tolist() == [int(r["packets"][-1][2].split()[1]) for r in vec["records"]]
+    assert recs.tot_lat.tolist() == [int(r["packets"][2][2].split()[1]) for r in vec["records"]]
+    for hexbytes, text in vec["newest_perf_lines"]:
+        assert describe(get_packet(bytes.fromhex(hexbytes))[:3]) == text, hexbytes
