@@ -154,23 +154,25 @@ class Counts:
 
     __slots__ = ("layout", "_raws", "_data", "timestamp_ns", "start_ns", "_agg")
 
-    def __init__(self, layout: Layout, raws: Sequence[tuple] | None, timestamp_ns: int, start_ns: int = 0,
+    def __init__(self, layout: Layout, raws: Sequence[bytes | tuple] | None, timestamp_ns: int, start_ns: int = 0,
                  data: np.ndarray | None = None) -> None:
+        # the read path builds one of these per read(): four stores, the rest is lazy
         self.layout = layout
         self._raws = raws
-        self._data = data
         self.timestamp_ns = timestamp_ns
         self.start_ns = start_ns
-        self._agg: list[EventCount] | None = None
+        if data is not None:
+            self._data = data
 
     # -- raw data -----------------------------------------------------------
     @property
     def data(self) -> np.ndarray:
         """``uint64[event, cpu, thread, (value, time_enabled, time_running)]``."""
-        if self._data is None:
+        try:
+            return self._data
+        except AttributeError:
             self._data = decode(self.layout, self._raws or ())
-            self._raws = None
-        return self._data
+            return self._data
 
     @property
     def names(self) -> list[str]:
@@ -206,13 +208,16 @@ class Counts:
         )
 
     def _aggregate_all(self) -> list[EventCount]:
-        if self._agg is None:
-            if self._data is None and self._raws is not None and len(self._raws) <= _PY_CELLS:
-                self._agg = self._aggregate_small()
-            else:
-                data = self.data
-                scaled, counted = scale_cells(data)
-                self._agg = [self._make(i, data[i], scaled[i], counted[i]) for i in range(len(self.layout.names))]
+        try:
+            return self._agg
+        except AttributeError:
+            pass
+        if not hasattr(self, "_data") and self._raws is not None and len(self._raws) <= _PY_CELLS:
+            self._agg = self._aggregate_small()
+        else:
+            data = self.data
+            scaled, counted = scale_cells(data)
+            self._agg = [self._make(i, data[i], scaled[i], counted[i]) for i in range(len(self.layout.names))]
         return self._agg
 
     def _aggregate_small(self) -> list[EventCount]:
