@@ -357,3 +357,13 @@ def test_streamed_batches_equal_one_pass(raw, chunk):
     assert streamed.bad_offsets.tolist() == one.bad_offsets.tolist()
     assert streamed.dropped_offsets.tolist() == one.dropped_offsets.tolist()
     assert streamed.trailing_offset == one.trailing_offset
+
+
+def test_records_to_pandas(data_dir):
+    pytest.importorskip("pandas")
+    recs = decode_records((data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin").read_bytes())
+    df = recs.to_pandas()
+    assert len(df) == 2
+    assert df["pc"].tolist() == [0xFFFFBA66EDA1C2D0, 0xFFFFBA66EDEFB0E0]
+    assert df["is_load"].tolist() == [True, False] and df["has_va_raw"].tolist() == [True, False]
+    assert df["tot_lat"].tolist() == [12, 17]

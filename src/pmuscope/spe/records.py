@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, require
 from .decode import BAD_TRUNCATED, PacketArrays, _as_u8, iter_packet_chunks
 from .packets import (
     ADDRESS,
@@ -191,6 +191,27 @@ class SpeRecords:
     @property
     def is_branch(self) -> np.ndarray:
         return self.op_class == 2
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        """All columns as ``{name: array}``: raw payloads with their ``has_*``
+        masks plus perf's derived addresses (``pc``, ``el``, ``ns``,
+        ``branch_target``, ``prev_branch_target``, ``vaddr``, ``va_tag``,
+        ``paddr``, ``pa_ns``, ``pa_ch``, ``pa_pat``) and the load/store/branch flags."""
+        out: dict[str, np.ndarray] = {
+            "cpu": self.cpu, "offset": self.offset, "op_class": self.op_class, "end_type": self.end_type,
+            "context_index": self.context_index, "midr": self.midr,
+        }
+        out.update(self.columns)
+        out.update({f"has_{k}": v for k, v in self.present.items()})
+        for name in ("pc", "el", "ns", "branch_target", "prev_branch_target", "vaddr", "va_tag", "paddr",
+                     "pa_ns", "pa_ch", "pa_pat", "is_load", "is_store", "is_branch"):
+            out[name] = getattr(self, name)
+        return out
+
+    def to_pandas(self):
+        """A pandas DataFrame of :meth:`to_dict` (needs ``pmuscope[pandas]``)."""
+        pd = require("pandas", "pandas", "SpeRecords.to_pandas()")
+        return pd.DataFrame(self.to_dict())
 
     def check(self) -> None:
         """Raise :class:`~pmuscope.errors.FormatError` naming the first bad
