@@ -581,8 +581,13 @@ class Monitor:
         cpu0 = time.thread_time()
         interval = self.interval_ns
         tolerance = self.tolerance_ns if self.tolerance_ns is not None else max(interval // 10, 20_000)
-        clock = monotonic_ns
+        # time.monotonic_ns is CLOCK_MONOTONIC on Linux; since 3.11 time.sleep
+        # is clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) on a deadline it
+        # computes itself (CPython Modules/timemodule.c pysleep), a C call
+        # cheaper than ctypes; 3.10's sleep is select() with a relative timeout
+        clock = time.monotonic_ns if sys.platform.startswith("linux") else monotonic_ns
         sleep_until = make_sleep_until()
+        sleep = time.sleep if sys.version_info >= (3, 11) else None
         readv = os.readv
         stop = self._stop
         # the run covers deadlines 1..last: a skipped deadline does not extend it
@@ -615,7 +620,10 @@ class Monitor:
                 deadline = start + k * interval
                 now = clock()
                 if now < deadline:
-                    sleep_until(deadline)
+                    if sleep is not None:
+                        sleep((deadline - now) * 1e-9)
+                    else:
+                        sleep_until(deadline)
                     now = clock()
                 for fd, target in views[i]:
                     readv(fd, target)
