@@ -25,3 +25,4 @@ from .events import EventSpec, parse_events, apply_counting_defaults, stat_defau
 from .system import read_topology, Topology, CpuIdentity  # noqa: E402
 from .doctor import diagnose, Check  # noqa: E402
 from .perfdata import PerfDataFile, PerfDataWriter  # noqa: E402
+from .spe import decode_records, SpeRecords  # noqa: E402
