@@ -79,6 +79,27 @@ def test_newer_perf_files_through_perf(perf_bin, shared_fixtures, tmp_path, key)
     assert totals == expect
 
 
+def test_perf_reads_our_zstd_file(perf_bin, tmp_path):
+    """A perf-recorded file rewritten with PerfDataWriter(compress=3): perf
+    decompresses our PERF_RECORD_COMPRESSED records and counts the same."""
+    pytest.importorskip("zstandard")
+    path = _record(perf_bin, ["-g"], tmp_path / "rec.data")
+    src = PerfDataFile(path)
+    dest = str(tmp_path / "z.data")
+    with PerfDataWriter(dest, src.attrs, compress=3) as w:
+        for base, chunk in src.raw_chunks():
+            w.write(chunk)
+    totals, per_event = perf_stats(perf_bin, dest)
+    with PerfDataFile(dest) as z:
+        assert our_stats(z) == totals and totals["COMPRESSED"] >= 1
+    want = perf_stats(perf_bin, path)
+    assert {k: v for k, v in totals.items() if k != "COMPRESSED"} == want[0] and per_event == want[1]
+    reports = [subprocess.run([perf_bin, "report", "--stdio", "--no-children", "--sort", "comm,dso", "-i", f],
+                              capture_output=True, text=True, timeout=120).stdout for f in (path, dest)]
+    rows = [[line for line in r.splitlines() if line.strip() and not line.startswith("#")] for r in reports]
+    assert rows[0] == rows[1] and rows[0]
+
+
 def _text_symbols(path, count=3):
     """(mapping of the executable segment, [(name, addr)]) for ``count`` functions of a real binary."""
     elftools = pytest.importorskip("elftools.elf.elffile")

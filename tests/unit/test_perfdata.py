@@ -276,6 +276,21 @@ def test_writer_copies_a_file(tmp_path, shared_fixtures):
     assert sorted(copy.features) == [Feature.EVENT_DESC]
 
 
+def test_writer_zstd_round_trip(tmp_path, shared_fixtures):
+    pytest.importorskip("zstandard")
+    src = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.callgraph-3.8"))
+    dest = str(tmp_path / "z.data")
+    with PerfDataWriter(dest, src.attrs, host=False, compress=3) as w:
+        for base, chunk in src.raw_chunks(max_bytes=50000):
+            w.write(chunk)
+    z = PerfDataFile(dest)
+    assert [bytes(r[2]) for r in z.raw_records()] == [bytes(r[2]) for r in src.raw_records()]
+    counts = z.counts()
+    assert counts[R.COMPRESSED] >= 2 and counts[R.SAMPLE] == 1768
+    assert z.features[Feature.COMPRESSED].type == 1 and z.features[Feature.COMPRESSED].ratio >= 2
+    assert os.path.getsize(dest) < os.path.getsize(src.source) / 2
+
+
 def test_pipe_writer_round_trip():
     buf = io.BytesIO()
     w = PerfPipeWriter(buf, argv=["x"])

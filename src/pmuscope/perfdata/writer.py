@@ -21,8 +21,10 @@ from typing import Any, BinaryIO, Iterable
 from .. import __version__ as _pmuscope_version
 from ..kernel import abi
 from . import synth
+from ..errors import require
 from .features import (
     BuildId,
+    Compressed,
     CpuTopology,
     EventDesc,
     Feature,
@@ -35,6 +37,11 @@ from .features import (
 from .reader import FILE_HEADER_SIZE, PERF_MAGIC2, PIPE_HEADER_SIZE, _TimeKeyer, PerfDataAttr, default_event_name
 
 ATTR_SIZE = abi.PERF_ATTR_SIZE_VER7
+#: uncompressed bytes per zstd frame; below COMPRESS_MMAP_LEN, the decompression
+#: buffer perf sizes from HEADER_COMPRESSED.mmap_len
+COMPRESS_CHUNK = 256 << 10
+COMPRESS_MMAP_LEN = 528384  # what perf record -z writes for its default 129-page buffers
+MAX_COMPRESSED_PAYLOAD = 0xFFFF - 8
 
 
 # --- facts about this machine, for the feature sections ---------------------------
@@ -203,8 +210,17 @@ class PerfDataWriter:
     """
 
     def __init__(self, path: str | os.PathLike, attrs: Iterable = (), *, host: bool = True,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, compress: int | None = None) -> None:
         self.path = os.fspath(path)
+        #: zstd level when the data section is written as PERF_RECORD_COMPRESSED (perf record -z)
+        self.compress = compress
+        self._zstd = None
+        self._pending = bytearray()
+        self._raw_bytes = 0
+        self._compressed_bytes = 0
+        if compress is not None:
+            zstd = require("zstandard", "zstd", "writing compressed perf.data")
+            self._zstd = zstd.ZstdCompressor(level=compress)
         self.attrs: list[PerfDataAttr] = []
         self.features: dict[int, Any] = host_features(argv) if host else {}
         self.build_ids: list[BuildId] = []
@@ -269,8 +285,34 @@ class PerfDataWriter:
         n = len(records)
         if n % 8:
             raise ValueError(f"records must be 8-byte multiples, got {n} bytes")
+        if self._zstd is not None:
+            self._pending += records
+            if len(self._pending) >= COMPRESS_CHUNK:
+                self._flush_compressed()
+            return
         self._f.write(records)
         self._data_size += n
+
+    def _flush_compressed(self) -> None:
+        """One zstd frame per chunk of whole records, cut into PERF_RECORD_COMPRESSED
+        records. Their sizes are not 8-aligned: perf 6.1 feeds ``header.size - 8``
+        bytes to zstd (tools/perf/util/session.c perf_session__process_compressed_event)."""
+        buf = self._pending
+        while buf:
+            cut = 0
+            while cut < len(buf) and cut < COMPRESS_CHUNK:  # whole records only
+                size = struct.unpack_from("<H", buf, cut + 6)[0]
+                if size < 8:
+                    raise ValueError(f"record of size {size} at offset {cut} of the written data")
+                cut += size
+            frame = self._zstd.compress(bytes(buf[:cut]))
+            self._raw_bytes += cut
+            for i in range(0, len(frame), MAX_COMPRESSED_PAYLOAD):
+                part = frame[i : i + MAX_COMPRESSED_PAYLOAD]
+                self._f.write(struct.pack("<IHH", abi.PERF_RECORD_COMPRESSED, 0, 8 + len(part)) + part)
+                self._data_size += 8 + len(part)
+                self._compressed_bytes += 8 + len(part)
+            del buf[:cut]
 
     def write_record(self, record: bytes) -> None:
         """Append one record and track the sample time range for SAMPLE records."""
@@ -306,6 +348,10 @@ class PerfDataWriter:
         try:
             if self._data_offset is None:
                 self._start_data()
+            if self._zstd is not None:
+                self._flush_compressed()
+                ratio = self._raw_bytes // max(self._compressed_bytes, 1)
+                self.features[Feature.COMPRESSED] = Compressed(0, 1, self.compress, ratio, COMPRESS_MMAP_LEN)
             payloads = self._feature_payloads()
             table_at = self._data_offset + self._data_size
             f.seek(table_at)
