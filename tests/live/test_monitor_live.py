@@ -207,3 +207,14 @@ def test_cli_sigint_ends_cleanly(tmp_path):
     rows = list(csv.DictReader(open(path)))
     assert len(rows) >= 10 * NCPU and len(rows) % NCPU == 0
     assert f"{len(rows)} rows" in err
+
+
+def test_record_batches():
+    mon = monitor(SW, interval_ms=10, count=5)
+    recs = list(mon.records())
+    mon.close()
+    rec = np.concatenate(recs)
+    assert rec.dtype.names[:5] == ("timestamp", "interval_ms", "cpu", "task-clock", "context-switches")
+    assert rec.dtype["cpu"] == np.int32 and rec.dtype["late"] == np.bool_
+    assert len(rec) == mon.stats.intervals * NCPU
+    assert (np.diff(rec["timestamp"]) >= 0).all()

@@ -301,7 +301,8 @@ class _Chunk:
 
 class Monitor:
     """Counter time series; iterate for row dicts, :meth:`batches` for
-    columnar numpy batches, :meth:`to_dataframe` for pandas.
+    columnar numpy batches, :meth:`records` for numpy structured arrays,
+    :meth:`to_dataframe` for pandas.
 
     ``cpus`` (list or ``"0-3"``) or ``pid`` select what is counted (default:
     all online CPUs). With ``pid`` there is one row per thread present at the
@@ -768,6 +769,19 @@ class Monitor:
                 out[c] = np.repeat(mach[:, c_i], E)
         return out, full[-1].view(np.uint64).copy(), int(ts[-1]), last_ctx
 
+    def records(self) -> Iterator[np.ndarray]:
+        """Run the monitor and yield one numpy structured array (a record
+        batch: ``batch["cycles"]``, ``batch[0]``) per chunk of intervals."""
+        dtypes = {"i64": np.int64, "i32": np.int32, "f64": np.float64, "bool": np.bool_, "str": object}
+        dtype = None
+        for batch in self.batches():
+            if dtype is None:
+                dtype = np.dtype([(name, dtypes[kind]) for name, kind in self.schema()])
+            rec = np.empty(len(batch["timestamp"]), dtype=dtype)
+            for name in dtype.names:
+                rec[name] = batch[name]
+            yield rec
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """Yield one dict per row (column name → Python value)."""
         for batch in self.batches():
@@ -815,7 +829,8 @@ def monitor(
     """Counter time series, one row per (interval, CPU) or (interval, thread).
 
     Returns a :class:`Monitor`: iterate it for row dicts, call
-    ``.batches()`` for numpy column batches or ``.to_dataframe()``::
+    ``.batches()`` for dicts of numpy columns, ``.records()`` for numpy
+    structured arrays, or ``.to_dataframe()``::
 
         for row in pmuscope.monitor("cycles,instructions", interval_ms=10, count=100):
             print(row["cpu"], row["instructions"] / row["cycles"])
