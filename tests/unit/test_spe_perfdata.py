@@ -79,3 +79,19 @@ def test_bad_metadata_and_other_aux_types(tmp_path, shared_fixtures):
         list(iter_spe_chunks(str(shared_fixtures / "perf_data_converter" / "perf.data.intel_pt-4.14")))
     with pytest.raises(PmuscopeError, match="no PERF_RECORD_AUXTRACE_INFO"):
         list(iter_spe_chunks(str(shared_fixtures / "linux-perf-data" / "sleep.data")))
+
+
+def test_pipe_mode_perf_data(tmp_path, data_dir):
+    from pmuscope.perfdata.writer import PerfPipeWriter
+
+    quipper = (data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin").read_bytes()
+    path = tmp_path / "pipe.data"
+    with open(path, "wb") as fh:
+        w = PerfPipeWriter(fh, host=False)
+        w.add_attr(abi.perf_event_attr(type=42, sample_period=1, sample_type=abi.PERF_SAMPLE_IP), [1], name="arm_spe_0//")
+        w.write(auxtrace_info_record(42, {5: N2}))
+        w.write(auxtrace_record(quipper, cpu=5, tid=9))
+        w.close()
+    [(cpu, midr, data, header)] = list(iter_spe_chunks(str(path)))
+    assert (cpu, midr, data) == (5, N2, quipper)
+    assert "tid: 9  cpu: 5" in header
