@@ -66,3 +66,11 @@ def test_window_length_scales_counts():
         proc.wait()
     assert short > 0
     assert 4 < long / short < 25  # 10x the window; wide bounds for a shared VM
+
+
+def test_sample_dict_with_context():
+    d = gd.sample_dict([0], [0, 1], 200_000, context=True)
+    assert d["CPU0_cycles"] >= 0 and d["CPU0_instructions"] >= 0
+    # 200 ms is 20 USER_HZ ticks: /proc/stat utilization is defined
+    assert 0.0 <= d["CPU0_UTIL"] <= 100.0
+    assert "CPU0_FREQ" in d and "CPU0_GOV" in d

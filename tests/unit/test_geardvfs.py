@@ -135,3 +135,17 @@ def test_negative_window(monkeypatch):
     FakeKernel(monkeypatch, {(0, 0): 1})
     with pytest.raises(errors.PmuscopeError, match=">= 0"):
         gd.sys_perf([0], [0], -5)
+
+
+def test_sample_dict_with_context(monkeypatch, data_dir):
+    monkeypatch.setattr(gd.os, "cpu_count", lambda: 4)  # the fixture machine's CPUs
+    FakeKernel(monkeypatch, {(0, 0): 5, (2, 0): 6})
+    d = gd.sample_dict([0, 2], [0], 0, context=True, sysfs=str(data_dir / "dvfs/sys"), procfs=str(data_dir / "dvfs/proc0"))
+    assert d["CPU0_cycles"] == 5 and d["CPU2_cycles"] == 6
+    assert d["CPU0_FREQ"] == pytest.approx(2893.421) and d["CPU2_FREQ"] == pytest.approx(3400.012)
+    assert d["CPU0_GOV"] == "powersave" and d["CPU2_GOV"] == "performance"
+    # the same /proc/stat before and after: no tick elapsed, utilization unknown
+    assert d["CPU0_UTIL"] != d["CPU0_UTIL"]
+    assert d["temp_x86_pkg_temp_c"] == pytest.approx(46.0)
+    assert d["hwmon_ina3221_power1_w"] == pytest.approx(5.376)
+    assert d["energy_package_0_j"] == 0.0  # unchanged counter over the window

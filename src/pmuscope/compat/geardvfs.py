@@ -254,13 +254,47 @@ def close_all() -> None:
         _cache.clear()
 
 
-def sample_dict(cpus: Sequence[int], events: Sequence[int], micro_seconds: int, *, key: str = "CPU{cpu}_{abbrev}") -> dict:
-    """One sample as the flat dict GearDVFS's trainer stores (``CPU0_cycles``
-    ..., plus ``Time_Stamp`` in seconds since the epoch at the window's end)."""
+def sample_dict(
+    cpus: Sequence[int],
+    events: Sequence[int],
+    micro_seconds: int,
+    *,
+    key: str = "CPU{cpu}_{abbrev}",
+    context: bool = False,
+    sysfs: str = "/sys",
+    procfs: str = "/proc",
+) -> dict:
+    """One sample as the flat dict GearDVFS's trainer stores: ``CPU0_cycles``
+    ..., plus ``Time_Stamp`` (seconds since the epoch, at the window's end).
+
+    With ``context=True`` the dict also holds what GearDVFS's monitor reads
+    around the window: ``CPU{k}_FREQ`` (MHz, cpufreq), ``CPU{k}_UTIL`` (busy
+    % over the window, /proc/stat), ``CPU{k}_GOV`` and the thermal, hwmon and
+    powercap readings (``temp_*_c``, ``hwmon_*``, ``energy_*_j`` over the
+    window) as :mod:`pmuscope.counting.context` names them. Sources the
+    machine lacks are NaN or absent.
+    """
     cpus_t, events_t = _check_args(cpus, events)
-    counts = sys_perf(cpus_t, events_t, micro_seconds)
-    out: dict = {"Time_Stamp": time.time()}
-    for i, cpu in enumerate(cpus_t):
-        for j, ev in enumerate(events_t):
-            out[key.format(cpu=cpu, abbrev=EVENT_LIST[ev][1])] = counts[i][j]
-    return out
+    ctx = None
+    if context:
+        from ..counting.context import ContextSampler
+
+        ctx = ContextSampler(cpus_t, sysfs, procfs)
+        ctx.sample()  # start the /proc/stat and energy deltas
+    try:
+        counts = sys_perf(cpus_t, events_t, micro_seconds)
+        out: dict = {"Time_Stamp": time.time()}
+        for i, cpu in enumerate(cpus_t):
+            for j, ev in enumerate(events_t):
+                out[key.format(cpu=cpu, abbrev=EVENT_LIST[ev][1])] = counts[i][j]
+        if ctx is not None:
+            freq, util, machine = ctx.sample()
+            for i, cpu in enumerate(cpus_t):
+                out[f"CPU{cpu}_FREQ"] = float(freq[i])
+                out[f"CPU{cpu}_UTIL"] = float(util[i]) * 100.0
+                out[f"CPU{cpu}_GOV"] = ctx.governors[i]
+            out.update(machine)
+        return out
+    finally:
+        if ctx is not None:
+            ctx.close()
