@@ -51,6 +51,18 @@ def test_read_what_perf_records(perf_bin, tmp_path, args, pipe):
             assert p.features[Feature.COMPRESSED].type == 1
 
 
+def test_read_directory_format(perf_bin, tmp_path):
+    out = tmp_path / "thr.data"
+    proc = subprocess.run([perf_bin, "record", "--threads", "-e", "cpu-clock", "-o", str(out), "--", *WORKLOAD],
+                          capture_output=True, timeout=120)
+    if proc.returncode != 0 or not out.is_dir():
+        pytest.skip(f"perf record --threads does not work here: {proc.stderr.decode()[-300:]}")
+    totals, per_event = perf_stats(perf_bin, str(out))
+    with PerfDataFile(str(out)) as p:
+        assert p.directory_format and our_stats(p) == totals
+        assert dict(zip(p.event_names, p.sample_counts())) == per_event
+
+
 def test_read_zstd_pipe_that_perf_cannot(perf_bin, tmp_path):
     """perf 6.1 fails on its own ``record -z -o -`` output ("Couldn't
     decompress data"); we read it, and perf agrees with our records once they

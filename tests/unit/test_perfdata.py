@@ -291,6 +291,26 @@ def test_writer_zstd_round_trip(tmp_path, shared_fixtures):
     assert os.path.getsize(dest) < os.path.getsize(src.source) / 2
 
 
+def test_directory_format(tmp_path):
+    """perf record --threads layout: DIR/data (header, side-band) + DIR/data.N (records)."""
+    d = tmp_path / "thr.data"
+    d.mkdir()
+    with PerfDataWriter(str(d / "data"), host=False) as w:
+        w.add_attr(_attr(), [11], "cpu-clock")
+        w.features[Feature.DIR_FORMAT] = 1
+        w.write_record(synth.comm(7, 7, "work", sample_id=synth.sample_id(ST, pid=7, tid=7, time=1, id=11)))
+    for n, times in ((0, [30, 10]), (1, [20, 40]), (2, [])):
+        (d / f"data.{n}").write_bytes(b"".join(synth.sample(ST, ip=t, pid=7, tid=7, time=t, id=11) for t in times))
+    p = PerfDataFile(str(d))
+    assert p.directory_format and p.features[Feature.DIR_FORMAT] == 1
+    assert p.counts() == {R.COMM: 1, R.SAMPLE: 4}
+    ordered = [struct.unpack_from("<Q", mv, 24)[0] for t, m, mv, o in p.raw_records(ordered=True) if t == R.SAMPLE]
+    assert ordered == [10, 20, 30, 40]
+    (d / "data.1").write_bytes(b"\x09\x00\x00\x00\x00\x00\x04\x00")
+    with pytest.raises(FormatError, match=r"data\.1: at byte 0: record type 9 has size 4"):
+        PerfDataFile(str(d)).counts()
+
+
 def test_pipe_writer_round_trip():
     buf = io.BytesIO()
     w = PerfPipeWriter(buf, argv=["x"])

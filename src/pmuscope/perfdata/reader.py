@@ -14,6 +14,7 @@ import heapq
 import io
 import mmap
 import os
+import re
 import struct
 import sys
 from dataclasses import dataclass, field
@@ -188,6 +189,8 @@ class PerfDataFile:
         #: strict=False: the FormatError that ended the data early, else None
         self.data_error: FormatError | None = None
         self._file = None
+        self._dir_files: list[str] = []
+        self._dir_maps: list = []
         self._mmap = None
         self._stream: _Stream | None = None
         self._buf: memoryview | None = None
@@ -211,6 +214,14 @@ class PerfDataFile:
             self.source = name or "<bytes>"
             self._buf = memoryview(source).cast("B")
             return
+        if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            # perf record --threads: DIR/data holds the header, DIR/data.N the per-thread data
+            directory = os.fspath(source)
+            self._dir_files = sorted(
+                (os.path.join(directory, n) for n in os.listdir(directory) if re.fullmatch(r"data\.\d+", n)),
+                key=lambda p: int(p.rsplit(".", 1)[1]))
+            source = os.path.join(directory, "data")
+            name = name or source
         if isinstance(source, (str, os.PathLike)):
             if os.fspath(source) == "-":
                 self.source = name or "<stdin>"
@@ -253,6 +264,13 @@ class PerfDataFile:
             except BufferError:  # memoryviews still exported: the map goes away with them
                 pass
         self._mmap = None
+        for m in self._dir_maps:
+            try:
+                if m is not None:
+                    m.close()
+            except BufferError:
+                pass
+        self._dir_maps = []
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -488,28 +506,44 @@ class PerfDataFile:
     # --- record walking -----------------------------------------------------------
     def _iter_file_records(self) -> Iterator[tuple]:
         """(type, misc, record view, file offset, AUXTRACE payload view or None)
-        in file order, compressed records left as they are."""
+        in file order, compressed records left as they are. In directory format
+        the ``data.N`` files follow the header file's data section."""
         if self._stream is not None:
             yield from self._iter_stream_records()
             return
-        buf, pos, end = self._buf, self._data_start, self._data_end
+        yield from self._walk(self._buf, self._data_start, self._data_end, self.source)
+        for i, path in enumerate(self._dir_files):
+            if i >= len(self._dir_maps):  # mapped once, kept until close() like the header file
+                with open(path, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+                self._dir_maps.append(m)
+            m = self._dir_maps[i]
+            if m is not None:
+                yield from self._walk(memoryview(m), 0, len(m), path)
+
+    def _walk(self, buf: memoryview, pos: int, end: int, source: str) -> Iterator[tuple]:
         unpack = _HDR.unpack_from
+
+        def err(at: int, what: str) -> FormatError:
+            return format_error(source, at, what)
+
         while pos < end:
             if end - pos < 8:
-                raise self._err(pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
+                raise err(pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
             type_, misc, size = unpack(buf, pos)
             if size < 8:
-                raise self._err(pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+                raise err(pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
             if size > end - pos:
-                raise self._err(pos, f"record type {type_} of size {size} runs past the end of the data section at {end}")
+                raise err(pos, f"record type {type_} of size {size} runs past the end of the data section at {end}")
             payload = None
             nxt = pos + size
             if type_ == R.AUXTRACE:
                 if size < 48:
-                    raise self._err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                    raise err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
                 (psz,) = _U64.unpack_from(buf, pos + 8)
                 if psz > end - nxt:
-                    raise self._err(pos + 8, f"AUXTRACE payload of {psz} bytes runs past the end of the data section at {end}")
+                    raise err(pos + 8, f"AUXTRACE payload of {psz} bytes runs past the end of the data section at {end}")
                 payload = buf[nxt : nxt + psz]
                 nxt += psz
             yield type_, misc, buf[pos : pos + size], pos, payload
@@ -690,8 +724,16 @@ class PerfDataFile:
                 size, offset, ref, idx, tid, cpu = struct.unpack_from("<QQQIII", mv, 8)
                 yield AuxtraceBuffer(off, size, offset, ref, idx, tid, cpu, payload)
 
-    def records(self, *, ordered: bool = False):
-        """A :class:`pmuscope.records.RecordSource` over this file's data."""
+    @property
+    def directory_format(self) -> bool:
+        """True for ``perf record --threads`` output (a directory of data files)."""
+        return bool(self._dir_files)
+
+    def records(self, *, ordered: bool | None = None):
+        """A :class:`pmuscope.records.RecordSource` over this file's data; time
+        ordered by default for directory format, whose files interleave in time."""
+        if ordered is None:
+            ordered = self.directory_format
         from ..records import AttrTable, RecordSource
 
         table = AttrTable([(a.attr, a.ids) for a in self.attrs], names=[a.name for a in self.attrs])
