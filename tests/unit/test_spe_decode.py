@@ -139,9 +139,9 @@ def test_valid_packet_sequences_round_trip(packets, extended, align):
     assert int(recs.has_pc_raw.sum()) == len(last_pc)
 
 
-def test_large_buffer_fast_path_matches_reference():
+def test_large_buffer_fast_path_matches_reference(data_dir):
     rng = np.random.default_rng(7)
-    base = (pytest.importorskip("pathlib").Path(__file__).parent.parent / "data" / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin").read_bytes()
+    base = (data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin").read_bytes()
     parts = []
     for _ in range(2000):
         rec = bytearray(base[:64] if rng.random() < 0.5 else base[64:])
