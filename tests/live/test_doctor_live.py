@@ -9,6 +9,7 @@ import re
 import resource
 import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def test_doctor_as_unprivileged_user(tmp_path):
     import pmuscope
 
     src = Path(pmuscope.__file__).resolve().parent
+    tmp_path = Path(tempfile.mkdtemp(prefix="pmuscope-unpriv-"))  # not under pytest's 0700 base dir
     pkg = tmp_path / "pmuscope"
     (pkg / "system").mkdir(parents=True)
     (pkg / "kernel").mkdir()
@@ -104,8 +106,6 @@ def test_doctor_as_unprivileged_user(tmp_path):
     (pkg / "__init__.py").write_text('__version__ = "test"\n')
     for p in [tmp_path, *tmp_path.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    for parent in (tmp_path.parent, tmp_path.parent.parent):
-        os.chmod(parent, 0o755)
     code = "import json; from pmuscope.doctor import diagnose; print(json.dumps([c.to_dict() for c in diagnose()]))"
     proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", code],
                           env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path,

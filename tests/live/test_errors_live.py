@@ -16,6 +16,7 @@ import os
 import platform
 import shutil
 import subprocess
+import tempfile
 import sys
 import textwrap
 from pathlib import Path
@@ -75,7 +76,9 @@ def unprivileged(tmp_path_factory):
     (the checkout and the interpreter's site-packages may be private to root)."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to drop to an unprivileged user")
-    base = tmp_path_factory.mktemp("unpriv")
+    # a fresh directory right under /tmp: pytest keeps its own base temp dir 0700,
+    # and a concurrent pytest run may reset it, so nothing below it is reliably reachable
+    base = Path(tempfile.mkdtemp(prefix="pmuscope-unpriv-"))
     pkg = base / "pmuscope"
     (pkg / "kernel").mkdir(parents=True)
     shutil.copy(SRC / "errors.py", pkg / "errors.py")
@@ -84,8 +87,6 @@ def unprivileged(tmp_path_factory):
     (pkg / "__init__.py").write_text('__version__ = "test"\n')
     for p in [base, *base.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    os.chmod(base.parent, 0o755)
-    os.chmod(base.parent.parent, 0o755)
     env = {"PYTHONPATH": str(base), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
     interpreter = None
     for cand in (sys.executable, "/usr/bin/python3", shutil.which("python3") or ""):
