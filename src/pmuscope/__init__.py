@@ -1,8 +1,18 @@
-"""pmuscope: observe a Linux machine through the kernel's perf_event subsystem."""
+"""pmuscope: observe a Linux machine through the kernel's perf_event subsystem.
+
+The public API is re-exported here and imported lazily (PEP 562), so that
+``import pmuscope`` and every CLI command start fast: a name's module is
+loaded the first time the name is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from .errors import (  # noqa: E402
+from .errors import (  # noqa: E402  (cheap, and needed to catch errors from anything)
     PmuscopeError,
     EventParseError,
     UnknownEventError,
@@ -18,11 +28,43 @@ from .errors import (  # noqa: E402
     MissingExtraError,
 )
 
-from .counting import count, Counter, Counts, EventCount, Workload  # noqa: E402
-from .counting.monitor import monitor, Monitor  # noqa: E402
-from .symbols import Symbolizer  # noqa: E402
-from .events import EventSpec, parse_events, apply_counting_defaults, stat_defaults  # noqa: E402
-from .system import read_topology, Topology, CpuIdentity  # noqa: E402
-from .doctor import diagnose, Check  # noqa: E402
-from .perfdata import PerfDataFile, PerfDataWriter  # noqa: E402
-from .spe import decode_records, SpeRecords  # noqa: E402
+#: public name -> module that defines it
+_LAZY: dict[str, str] = {
+    # counting
+    "count": ".counting", "Counter": ".counting", "Counts": ".counting", "EventCount": ".counting",
+    "Workload": ".counting", "monitor": ".counting.monitor", "Monitor": ".counting.monitor",
+    # events, system, doctor
+    "EventSpec": ".events", "parse_events": ".events", "apply_counting_defaults": ".events",
+    "stat_defaults": ".events", "read_topology": ".system", "Topology": ".system", "CpuIdentity": ".system",
+    "diagnose": ".doctor", "Check": ".doctor",
+    # sampling side
+    "Symbolizer": ".symbols", "PerfDataFile": ".perfdata", "PerfDataWriter": ".perfdata",
+    # microscopy
+    "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
+    # SPE
+    "decode_records": ".spe", "SpeRecords": ".spe",
+}
+#: submodules reachable as attributes (``pmuscope.regions.table()``)
+_SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "kernel": ".kernel", "events": ".events"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(_SUBMODULES[name], __name__)
+    else:
+        raise AttributeError(f"module 'pmuscope' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+
+
+__all__ = [
+    "PmuscopeError", "EventParseError", "UnknownEventError", "EventNotSupportedError", "NoHardwarePMUError",
+    "PermissionDeniedError", "InvalidAttrError", "TooManyOpenFilesError", "ProcessGoneError",
+    "ResourceBusyError", "FormatError", "RingBufferLost", "MissingExtraError", *_LAZY,
+]

@@ -28,12 +28,18 @@ COMMANDS: dict[str, str] = {
     "observe": "observe_cmd",
     "spe": "spe_cmd",
     "record": "record_cmd",
+    "serve": "serve_cmd",
+    "export": "export_cmd",
 }
 
 
-def _available_commands() -> dict[str, object]:
+def _available_commands(only: str | None = None) -> dict[str, object]:
+    """Import the command modules (just ``only`` when the command is known:
+    a command's start-up pays for its own imports, not everyone's)."""
     mods = {}
     for name, modname in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             mods[name] = importlib.import_module(f"{__package__}.{modname}")
         except ModuleNotFoundError as err:
@@ -43,7 +49,7 @@ def _available_commands() -> dict[str, object]:
     return mods
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pmuscope",
         description="Observe a Linux machine through perf_event_open: count, sample, NUMA, microscopy, SPE.",
@@ -51,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pmuscope {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail; -vv shows tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, mod in _available_commands().items():
+    for name, mod in _available_commands(only).items():
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         mod.configure(p)
@@ -60,8 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the first word that is not an option names the command
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None and "--version" in argv:
+        print(f"pmuscope {__version__}")
+        return 0
+    parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
