@@ -112,6 +112,20 @@ def test_perf_reads_our_zstd_file(perf_bin, tmp_path):
     assert rows[0] == rows[1] and rows[0]
 
 
+def test_header_lines_match_perf(perf_bin, shared_fixtures, tmp_path):
+    from pmuscope.perfdata import header_lines
+
+    paths = [str(p) for p in sorted((shared_fixtures / "perf_data_converter").glob("perf.data.*"))
+             if not p.name.endswith("buildids")]
+    paths.append(_record(perf_bin, ["-g"], tmp_path / "rec.data"))
+    for path in paths:
+        perf = subprocess.run([perf_bin, "report", "--header-only", "-i", path], capture_output=True, text=True,
+                              timeout=60).stdout.splitlines()
+        ours = header_lines(PerfDataFile(path))
+        assert len(ours) > 10
+        assert [line for line in ours if line not in perf] == [], path
+
+
 def _text_symbols(path, count=3):
     """(mapping of the executable segment, [(name, addr)]) for ``count`` functions of a real binary."""
     elftools = pytest.importorskip("elftools.elf.elffile")

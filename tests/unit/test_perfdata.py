@@ -169,6 +169,26 @@ def test_old_perf_versions(shared_fixtures):
     assert (p.header.attr_size, [a.attr.size for a in p.attrs]) == (112, [96])
 
 
+def test_header_lines_like_perf(shared_fixtures):
+    from pmuscope.perfdata import header_lines
+
+    lines = header_lines(PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.group_desc-4.14")))
+    # as `perf report --header-only` (perf 6.1) prints them for this file
+    for want in ["# data offset    : 424", "# data size      : 4648", "# feat offset    : 5072",
+                 "# perf version : ", "# nrcpus online : 4", "# cpuid : GenuineIntel,6,78,3",
+                 "# total memory : 16299868 kB",
+                 "# cmdline : /usr/bin/perf record -e {cache-references,branch-misses} -o /tmp/perf.data.group_desc-4.14 -- echo Hello, World! ",
+                 "# group: {cache-references,branch-misses}",
+                 "# missing features: TRACING_DATA NUMA_TOPOLOGY BRANCH_STACK AUXTRACE STAT SAMPLE_TIME MEM_TOPOLOGY "
+                 "CLOCKID DIR_FORMAT BPF_PROG_INFO BPF_BTF COMPRESSED CPU_PMU_CAPS CLOCK_DATA HYBRID_TOPOLOGY PMU_CAPS "]:
+        assert want in lines
+    lines = header_lines(PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.hybrid_topology")))
+    for want in ["# time of first sample : 101.132490", "# time of last sample : 101.132592",
+                 "# sample duration :      0.103 ms",
+                 "# cpu_atom pmu capabilities: branches=32, max_precise=3, pmu_name=alderlake_hybrid"]:
+        assert want in lines
+
+
 def test_auxtrace_payloads(shared_fixtures):
     p = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.intel_pt-4.14"))
     bufs = list(p.auxtrace())

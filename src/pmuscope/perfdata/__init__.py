@@ -5,6 +5,7 @@ that Linux ``perf report``/``perf script`` read."""
 
 from .features import Feature
 from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
+from .describe import header_lines
 from .writer import PerfDataWriter, PerfPipeWriter, elf_build_id, host_features
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "PerfDataWriter",
     "PerfPipeWriter",
     "elf_build_id",
+    "header_lines",
     "host_features",
     "Section",
     "default_event_name",
