@@ -218,6 +218,12 @@ def test_perf_reads_what_we_write(perf_bin, tmp_path):
     assert f"# hostname : {os.uname().nodename}" in header.stdout
     assert f"# os release : {os.uname().release}" in header.stdout
     assert "# event : name = cpu-clock" in header.stdout and "size = 128" in header.stdout
+    from pmuscope.perfdata import elf_build_id
+
+    bid = elf_build_id(binary)
+    if bid is not None:
+        listed = subprocess.run([perf_bin, "buildid-list", "-i", path], capture_output=True, text=True, timeout=60)
+        assert f"{bid.hex()} {binary}" in listed.stdout.splitlines()
     # and we read our own file back the same way
     with PerfDataFile(path) as p:
         assert p.sample_counts() == [5000] and p.event_names == ["cpu-clock"]
