@@ -115,3 +115,32 @@ def test_perf_prints_the_published_captures_as_pmuscope_does(perf_bin, tmp_path,
     if name.startswith("arm_spe"):
         expected = [l for l in (data_dir / "spe" / (name[:-4] + ".expected.txt")).read_text().splitlines() if l.startswith(".")]
         assert perf_lines == expected
+
+
+def _any_record(rng: random.Random) -> bytes:
+    """A record with any op payload, any event bits, any address/counter index."""
+    out = [encode_packet(ADDRESS, 0, rng.getrandbits(64))]
+    out.append(encode_packet(OP_TYPE, rng.randint(0, 3), rng.getrandbits(8)))
+    out.append(encode_packet(EVENTS, 0, rng.getrandbits(64) & rng.getrandbits(64), payload_len=8))
+    for idx in rng.sample(range(8), 3):
+        out.append(encode_packet(ADDRESS, idx, rng.getrandbits(64)))
+        out.append(encode_packet(COUNTER, idx, rng.getrandbits(16)))
+    rng.shuffle(out)
+    return b"".join(out) + encode_packet(TIMESTAMP, 0, rng.getrandbits(64))
+
+
+def test_perf_61_style_matches_perf_61_on_any_payload(perf_bin, tmp_path):
+    version = subprocess.run([perf_bin, "--version"], capture_output=True, text=True, timeout=30).stdout
+    if not re.match(r"perf version 6\.1\.", version):
+        pytest.skip(f"the 6.1 text style is checked against perf 6.1, this is {version.strip()}")
+    rng = random.Random(61)
+    data = b"".join(_any_record(rng) for _ in range(1500))
+    data += bytes(-len(data) % 8)
+    path = tmp_path / "spe.data"
+    _perf_data(str(path), [(0, data)])
+    proc = subprocess.run([perf_bin, "report", "-D", "-i", str(path)], capture_output=True, text=True, timeout=120)
+    perf_lines = [l for l in _spe_lines(proc.stdout) if _PKT_LINE.match(l)]
+    ours = list(dump_lines(data, style="6.1"))
+    assert perf_lines == ours
+    newest = list(dump_lines(data))
+    assert sum(a != b for a, b in zip(ours, newest)) > 1000  # the styles really differ on such data

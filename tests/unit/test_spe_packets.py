@@ -243,3 +243,30 @@ def test_lkml_perf_dumps_decode_to_the_same_text_and_sample_ips(spe_dir):
     assert recs.tot_lat.tolist() == [int(r["packets"][2][2].split()[1]) for r in vec["records"]]
     for hexbytes, text in vec["newest_perf_lines"]:
         assert describe(get_packet(bytes.fromhex(hexbytes))[:3]) == text, hexbytes
+
+
+@pytest.mark.parametrize(
+    "hexbytes,newest,perf61",
+    [  # perf 6.1 column: what Linux perf 6.1.187 `perf report -D` printed for these bytes
+        ("49 14", "LD MTE-TAG", "LD"),
+        ("49 20", "LD MEMCPY", "LD"),
+        ("49 25", "ST MEMSET", "ST"),
+        ("49 08", "LD SVE-SME-REG EVLEN 32", "LD EVLEN 32"),
+        ("49 30", "LD NV-SYSREG", "LD NV-SYSREG"),
+        ("48 02", "OTHER FP INSN-OTHER", "OTHER INSN-OTHER"),
+        ("48 88", "SME-OTHER ETS 128", "OTHER INSN-OTHER"),
+        ("4a 04", "B GCS", "B"),
+        ("4a 08", "B CR-BL", "B"),
+        ("62 00 10 0f 00", "EV TXN SVE-PARTIAL-PRED SVE-EMPTY-PRED L2D-ACCESS IMPDEF:12",
+         "EV SVE-PARTIAL-PRED SVE-EMPTY-PRED"),
+        ("b4 05 00 00 00 00 00 00 20", "PBT 0x5 el1 ns=0", "ADDR 0x2000000000000005 (4)"),
+    ],
+)
+def test_perf_61_text_style(hexbytes, newest, perf61):
+    pkt = get_packet(bytes.fromhex(hexbytes))[:3]
+    assert describe(pkt) == newest
+    assert describe(pkt, style="6.1") == perf61
+    line = list(dump_lines(bytes.fromhex(hexbytes), style="6.1"))[0]
+    assert line.endswith(" " + perf61)
+    with pytest.raises(ValueError, match="unknown perf text style"):
+        list(dump_lines(b"\x01", style="5.4"))

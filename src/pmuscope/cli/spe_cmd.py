@@ -26,6 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input", dest="input", help="input file (same as FILE)")
     parser.add_argument("-r", "--raw", action="store_true", help="FILE is one bare SPE buffer (e.g. WindowsPerf spe.data), not perf.data")
     parser.add_argument("-D", "--dump", action="store_true", help="print every packet as `perf report -D` does")
+    parser.add_argument("--perf-style", choices=("newest", "6.1"), default="newest",
+                        help="--dump text of the newest perf (default) or of perf 6.1, to diff with an older perf")
     parser.add_argument("-o", "--output", metavar="OUTDIR", help="write <prefix>-ldst/-br/-other tables into OUTDIR")
     parser.add_argument("-t", "--format", choices=("csv", "parquet"), default="csv", help="table format (default csv)")
     parser.add_argument("-p", "--prefix", default="spe", help="table file name prefix (default spe)")
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             if args.dump:
                 if header:
                     out.write(header + "\n")
-                for line in dump_lines(data, midr=midr, header=True):
+                for line in dump_lines(data, midr=midr, header=True, style=args.perf_style):
                     out.write(line + "\n")
             if not decode:
                 continue

@@ -26,6 +26,7 @@ __all__ = [
     "event_names",
     "ARM_SPE_PKT_MAX_SZ",
     "MIDR_NEOVERSE_N1",
+    "PERF_STYLES",
 ]
 
 
@@ -335,13 +336,61 @@ def describe_op_type(op_class: int, v: int) -> str | None:
     return None
 
 
+#: text styles of :func:`describe`: the newest perf, and perf 6.1 (the Linux perf of
+#: Debian 12 / many LTS distributions), checked against its ``perf report -D``
+PERF_STYLES = ("newest", "6.1")
+#: event bits perf 6.1 names; it drops the others silently
+_EVENTS_61 = tuple((b, n) for b, n in COMMON_EVENTS if b <= 11 or b in (17, 18))
+
+
+def describe_op_type_61(op_class: int, v: int) -> str | None:
+    """perf 6.1's text for an operation-type packet (before the SPEv1.3
+    subclasses, SME, GCS, ASE/FP and call/return were decoded)."""
+    if op_class == SPE_OP_PKT_HDR_CLASS_OTHER:
+        if (v & 0x89) == 0x08:
+            s = f"SVE-OTHER EVLEN {_sve_evl(v)}"
+            if v & 0x2:
+                s += " FP"
+            if v & 0x4:
+                s += " PRED"
+            return s
+        return "OTHER " + ("COND-SELECT" if v & 1 else "INSN-OTHER")
+    if op_class == SPE_OP_PKT_HDR_CLASS_LD_ST_ATOMIC:
+        s = "ST" if v & 1 else "LD"
+        if (v & 0xE2) == 0x02:
+            if v & 0x04:
+                s += " AT"
+            if v & 0x08:
+                s += " EXCL"
+            if v & 0x10:
+                s += " AR"
+        s += {0x04: " SIMD-FP", 0x00: " GP-REG", 0x10: " UNSPEC-REG", 0x30: " NV-SYSREG"}.get(v & 0xFE, "")
+        if (v & 0x0A) == 0x08:
+            s += f" EVLEN {_sve_evl(v)}"
+            if v & 0x04:
+                s += " PRED"
+            if v & 0x80:
+                s += " SG"
+        return s
+    if op_class == SPE_OP_PKT_HDR_CLASS_BR_ERET:
+        s = "B"
+        if v & 0x1:
+            s += " COND"
+        if (v & 0xFE) == 0x2:
+            s += " IND"
+        return s
+    return None
+
+
 def _signed64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-def describe(packet: SpePacket | tuple, midr: int = 0) -> str:
+def describe(packet: SpePacket | tuple, midr: int = 0, style: str = "newest") -> str:
     """The description ``arm_spe_pkt_desc`` writes for a packet (the text after
-    the hex bytes in ``perf report -D``). ``midr`` selects IMPDEF event names."""
+    the hex bytes in ``perf report -D``). ``midr`` selects IMPDEF event names;
+    ``style="6.1"`` gives perf 6.1's text instead of the newest perf's."""
+    old = style == "6.1"
     if isinstance(packet, SpePacket):
         typ, index, payload = packet.type, packet.index, packet.payload
     else:
@@ -352,13 +401,16 @@ def describe(packet: SpePacket | tuple, midr: int = 0) -> str:
     elif typ == BAD:
         return "Bad packet!"
     elif typ == EVENTS:
-        desc = " ".join(["EV", *event_names(payload, midr)])
+        if old:
+            desc = " ".join(["EV", *(name for bit, name in _EVENTS_61 if payload >> bit & 1)])
+        else:
+            desc = " ".join(["EV", *event_names(payload, midr)])
     elif typ == OP_TYPE:
-        desc = describe_op_type(index, payload)
+        desc = describe_op_type_61(index, payload) if old else describe_op_type(index, payload)
     elif typ in (DATA_SOURCE, TIMESTAMP):
         desc = f"{PACKET_NAME[typ]} {_signed64(payload)}"
     elif typ == ADDRESS:
-        if index in (0, 1, 4):
+        if index in (0, 1) or (index == 4 and not old):
             ns = payload >> 63
             el = (payload >> 61) & 3
             desc = f"{ADDR_INDEX_NAME[index]} 0x{payload & ADDR_MASK_56:x} el{el} ns={ns}"
@@ -388,16 +440,19 @@ def dump_header(size: int) -> str:
     return f". ... ARM SPE data: size {size:#x} bytes" if size else ". ... ARM SPE data: size 0 bytes"
 
 
-def dump_lines(data: bytes | bytearray | memoryview, midr: int = 0, header: bool = False) -> Iterator[str]:
+def dump_lines(data: bytes | bytearray | memoryview, midr: int = 0, header: bool = False, style: str = "newest") -> Iterator[str]:
     """``perf report -D`` lines for a raw SPE buffer (``arm_spe_dump``), without
-    the trailing newline. With ``header`` the ``. ... ARM SPE data`` line comes first."""
+    the trailing newline. With ``header`` the ``. ... ARM SPE data`` line comes
+    first. ``style`` is "newest" or "6.1" (see :func:`describe`)."""
+    if style not in PERF_STYLES:
+        raise ValueError(f"unknown perf text style {style!r}: one of {', '.join(PERF_STYLES)}")
     buf = bytes(data)
     if header:
         yield dump_header(len(buf))
     pads = ["   " * (16 - k) for k in range(17)]
     for pkt in iter_packets(buf):
         hexes = buf[pkt.offset : pkt.offset + pkt.length].hex(" ")
-        yield f".  {pkt.offset:08x}:  {hexes}{pads[min(pkt.length, 16)]} {describe(pkt, midr)}"
+        yield f".  {pkt.offset:08x}:  {hexes}{pads[min(pkt.length, 16)]} {describe(pkt, midr, style)}"
 
 
 # --------------------------------------------------------------------------- encoder
