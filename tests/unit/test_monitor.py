@@ -258,3 +258,35 @@ def test_unopenable_rapl_events_are_left_out(fixture_monitor, monkeypatch):
     assert [s.name for s in fixture_monitor.specs] == ["task-clock", "context-switches"]
     assert len(fixture_monitor.warnings) == len(auto)
     assert "power/energy-pkg/ left out: no permission" in fixture_monitor.warnings[1]
+
+
+def test_open_falls_back_without_exclude_guest(monkeypatch):
+    import errno
+    import os
+
+    from pmuscope.errors import InvalidAttrError
+    from pmuscope.kernel import syscall as sc
+
+    seen = []
+
+    def fake_open(attr, pid, cpu, group_fd, flags):
+        seen.append(attr.exclude_guest)
+        if attr.exclude_guest:
+            raise OSError(errno.EINVAL, "fake")
+        return os.open(os.devnull, os.O_RDONLY)
+
+    monkeypatch.setattr(sc, "_open_hook", fake_open)
+    attr = abi.perf_event_attr(type=11, config=0, exclude_guest=1)
+    fd = mm._open_with_fallback(attr, -1, 0, None, "msr/tsc/")
+    assert seen == [1, 0] and attr.exclude_guest == 0
+    fd.close()
+    # an EINVAL that is not about exclude_guest still raises, after one retry
+    def always_einval(attr, pid, cpu, group_fd, flags):
+        seen.append(attr.exclude_guest)
+        raise OSError(errno.EINVAL, "fake")
+
+    monkeypatch.setattr(sc, "_open_hook", always_einval)
+    seen.clear()
+    with pytest.raises(InvalidAttrError):
+        mm._open_with_fallback(abi.perf_event_attr(type=11, config=0, exclude_guest=1), -1, 0, None, "x")
+    assert seen == [1, 0]

@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import PmuscopeError, ProcessGoneError, require
+from ..errors import InvalidAttrError, PmuscopeError, ProcessGoneError, require
 from ..events import parse_events
 from ..events.spec import EventSpec
 from ..kernel import abi
@@ -243,6 +243,20 @@ def plan_groups(specs: Sequence[EventSpec], group: bool, sysfs: str = "/sys") ->
 
 
 # --------------------------------------------------------------------------- the monitor
+
+
+def _open_with_fallback(attr: abi.perf_event_attr, pid: int, cpu: int, group: PerfEventFd | None, name: str) -> PerfEventFd:
+    """Open, retrying without ``exclude_guest`` when the kernel rejects it:
+    PMUs that cannot tell guest from host (msr, some uncore) refuse the bit
+    perf sets by default, and perf drops it the same way
+    (tools/perf/util/evsel.c, evsel__detect_missing_features / fallback)."""
+    try:
+        return PerfEventFd(attr, pid=pid, cpu=cpu, group=group, event=name)
+    except InvalidAttrError:
+        if not attr.exclude_guest:
+            raise
+        attr.exclude_guest = 0
+        return PerfEventFd(attr, pid=pid, cpu=cpu, group=group, event=name)
 
 
 def _process_alive(stat_path: str) -> bool:
@@ -492,7 +506,7 @@ class Monitor:
                         attr.sample_period = 0
                         attr.freq = 0
                         pid, cpu = (ent, -1) if self.per_thread else (-1, ent)
-                        fds.append(PerfEventFd(attr, pid=pid, cpu=cpu, group=fds[0] if fds else None, event=spec.name))
+                        fds.append(_open_with_fallback(attr, pid, cpu, fds[0] if fds else None, spec.name))
                     nwords = 3 + len(fds)
                     self._slots.append(_Slot(fds[0], e, cols_here, offset, nwords, fds))
                     offset += nwords
