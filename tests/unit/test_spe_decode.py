@@ -68,6 +68,7 @@ def test_any_bytes_decode_without_exception_and_match_reference(raw, block, chun
     assert set(recs.bad_reasons.tolist()) <= {BAD_INVALID_HEADER, BAD_TRUNCATED}
     lines = list(dump_lines(raw, header=True))
     assert len(lines) == 1 + len(list(iter_packets(raw)))
+    assert len(list(dump_lines(raw, style="6.1"))) == len(lines) - 1
     assert sum(line.endswith(" Bad packet!") for line in lines) == len(recs.bad_offsets)
     tables = spe_parser_tables(recs)
     assert sum(len(t["cpu"]) for t in tables.values()) == int((recs.op_class >= 0).sum() - (recs.op_class == 3).sum())
