@@ -406,3 +406,56 @@ def test_cli_bad_input_is_one_line(capsys):
     assert "not several" in capsys.readouterr().err
     assert main(["record", "-e", "no-such-event", "-a"]) != 0
     assert len(capsys.readouterr().err.strip().splitlines()) >= 1
+
+
+# --- TRACING_DATA and batch decoding ------------------------------------------------------------
+def test_parse_perf_tracing_data():
+    """The TRACING_DATA feature perf 6.1 wrote for sched:sched_switch."""
+    from pmuscope.sampling import parse_tracing_data
+
+    formats = parse_tracing_data((DATA / "perf-tracing-data-sched_switch.bin").read_bytes())
+    fmt = formats[372]
+    assert (fmt.system, fmt.name) == ("sched", "sched_switch")
+    assert [f.name for f in fmt.event_fields][:2] == ["prev_comm", "prev_pid"]
+    with pytest.raises(errors.FormatError, match="truncated"):
+        parse_tracing_data((DATA / "perf-tracing-data-sched_switch.bin").read_bytes()[:300])
+    with pytest.raises(errors.FormatError, match="bad magic"):
+        parse_tracing_data(b"\0" * 64)
+
+
+def test_tracing_data_round_trip(tmp_path):
+    from pmuscope.sampling import parse_tracing_data
+
+    ev = tmp_path / "events"
+    for sys_, name in (("sched", "sched_switch"), ("sched", "sched_process_exec")):
+        (ev / sys_ / name).mkdir(parents=True, exist_ok=True)
+        (ev / sys_ / name / "format").write_bytes((DATA / f"{name}.format").read_bytes())
+    (ev / "header_page").write_text("p\n")
+    (ev / "header_event").write_text("e\n")
+    formats = parse_tracing_data(tracing_data([("sched", "sched_switch"), ("sched", "sched_process_exec")], str(tmp_path)))
+    assert sorted((f.system, f.name) for f in formats.values()) == [("sched", "sched_process_exec"), ("sched", "sched_switch")]
+
+
+def test_decoder_on_a_mixed_batch():
+    """cpu-clock and sched_switch samples in one batch: only the tracepoint rows are decoded."""
+    from pmuscope.records import AttrTable, decode
+    from pmuscope.sampling import TracepointDecoder, parse_tracing_data
+
+    st = S.IDENTIFIER | S.IP | S.TID | S.TIME | S.PERIOD
+    clock = abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=0, sample_type=st)
+    tp = abi.perf_event_attr(type=abi.PERF_TYPE_TRACEPOINT, config=372, sample_type=st | S.RAW)
+    table = AttrTable([(clock, [1]), (tp, [2])])
+
+    def tp_sample(ident, payload):
+        raw = struct.pack("<I", len(payload) + 4) + payload + b"\0" * 4
+        body = struct.pack("<QQIIQQ", ident, 0x1000, 5, 5, 77, 1) + raw
+        return struct.pack("<IHH", abi.PERF_RECORD_SAMPLE, 1, 8 + len(body)) + body
+
+    chunk = (tp_sample(2, _switch_payload("a", 1, "b", 2)) + synth.sample(st, id=1, ip=0x2000, period=9)
+             + tp_sample(2, _switch_payload("c", 3, "d", 4)))
+    batches = [b for b in decode(chunk, table) if isinstance(b, SampleBatch)]
+    assert len(batches) == 1
+    dec = TracepointDecoder(table, formats=parse_tracing_data((DATA / "perf-tracing-data-sched_switch.bin").read_bytes()))
+    (rows, cols), = dec.fields(batches[0]).values()
+    assert rows.tolist() == [0, 2]
+    assert cols["prev_comm"].tolist() == ["a", "c"] and cols["next_pid"].tolist() == [2, 4]

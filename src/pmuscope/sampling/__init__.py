@@ -9,7 +9,16 @@ decode tracepoint payloads with the tracefs ``format`` files.
 """
 
 from .session import DEFAULT_MMAP_PAGES, Recorder, RecordResult, default_event, record
-from .tpformat import TracepointField, TracepointFormat, format_for_id, parse_format, read_format, tracing_data
+from .tpformat import (
+    TracepointDecoder,
+    TracepointField,
+    TracepointFormat,
+    format_for_id,
+    parse_format,
+    parse_tracing_data,
+    read_format,
+    tracing_data,
+)
 
 __all__ = [
     "DEFAULT_MMAP_PAGES",
@@ -17,10 +26,12 @@ __all__ = [
     "RecordResult",
     "default_event",
     "record",
+    "TracepointDecoder",
     "TracepointField",
     "TracepointFormat",
     "format_for_id",
     "parse_format",
+    "parse_tracing_data",
     "read_format",
     "tracing_data",
 ]

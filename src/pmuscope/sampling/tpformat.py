@@ -313,3 +313,106 @@ def tracing_data(events: list[tuple[str, str]], tracefs: str | None = None) -> b
     out.append(struct.pack("<I", 0))  # printk formats
     out.append(struct.pack("<Q", 0))  # saved cmdlines (0.6)
     return b"".join(out)
+
+
+def parse_tracing_data(blob: bytes | memoryview, *, source: str = "TRACING_DATA") -> dict[int, TracepointFormat]:
+    """The event formats inside a ``HEADER_TRACING_DATA`` payload (what
+    ``perf record`` stores for tracepoint events, and what :func:`tracing_data`
+    writes), by tracepoint id — so a perf.data file's RAW payloads decode
+    without the recording machine's tracefs (``trace_report`` in
+    tools/perf/util/trace-event-read.c)."""
+    buf = bytes(blob)
+    pos = 0
+
+    def take(n: int, what: str) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(buf):
+            raise errors.FormatError(f"{source}: truncated at byte {pos}: expected {n} bytes of {what}", offset=pos)
+        out = buf[pos : pos + n]
+        pos += n
+        return out
+
+    def cstr(what: str) -> str:
+        nonlocal pos
+        end = buf.find(b"\0", pos)
+        if end < 0:
+            raise errors.FormatError(f"{source}: unterminated {what} at byte {pos}", offset=pos)
+        out = buf[pos:end].decode("utf-8", "replace")
+        pos = end + 1
+        return out
+
+    if take(10, "magic") != bytes([23, 8, 68]) + b"tracing":
+        raise errors.FormatError(f"{source}: bad magic, expected \\x17\\x08Dtracing", offset=0)
+    version = cstr("version")
+    endian = take(1, "endianness")[0]
+    e = ">" if endian else "<"
+    take(1, "long size")
+    take(4, "page size")
+    for hdr in ("header_page", "header_event"):
+        name = cstr(f"{hdr} name")
+        if name != hdr:
+            raise errors.FormatError(f"{source}: expected {hdr!r} at byte {pos}, found {name!r}", offset=pos)
+        (n,) = struct.unpack(e + "Q", take(8, f"{hdr} size"))
+        take(n, hdr)
+    formats: dict[int, TracepointFormat] = {}
+    (count,) = struct.unpack(e + "I", take(4, "ftrace format count"))
+    for _ in range(count):
+        (n,) = struct.unpack(e + "Q", take(8, "ftrace format size"))
+        fmt = parse_format(take(n, "ftrace format").decode("utf-8", "replace"), system="ftrace", source=source)
+        formats[fmt.id] = fmt
+    (nsys,) = struct.unpack(e + "I", take(4, "system count"))
+    for _ in range(nsys):
+        system = cstr("system name")
+        (count,) = struct.unpack(e + "I", take(4, f"{system} event count"))
+        for _ in range(count):
+            (n,) = struct.unpack(e + "Q", take(8, "event format size"))
+            fmt = parse_format(take(n, "event format").decode("utf-8", "replace"), system=system, source=source)
+            formats[fmt.id] = fmt
+    del version  # kallsyms, printk formats and saved cmdlines follow; not needed to decode payloads
+    return formats
+
+
+class TracepointDecoder:
+    """Decodes the RAW payloads of a session's tracepoint events, batch by batch.
+
+    ``attrs`` is an :class:`~pmuscope.records.AttrTable` (or a list of
+    ``perf_event_attr``); formats come from ``formats`` (e.g.
+    :func:`parse_tracing_data` of a perf.data file's TRACING_DATA feature)
+    and otherwise from this machine's tracefs, looked up by ``attr.config``.
+    """
+
+    def __init__(self, attrs, formats: dict[int, TracepointFormat] | None = None, tracefs: str | None = None) -> None:
+        from ..kernel import abi
+
+        entries = getattr(attrs, "entries", None)
+        attr_list = [getattr(en, "attr", en) for en in entries] if entries is not None else list(attrs)
+        self.formats: dict[int, TracepointFormat] = {}
+        for i, attr in enumerate(attr_list):
+            if attr.type != abi.PERF_TYPE_TRACEPOINT:
+                continue
+            fmt = (formats or {}).get(int(attr.config))
+            if fmt is None:
+                fmt = format_for_id(int(attr.config), tracefs)
+            if fmt is not None:
+                self.formats[i] = fmt
+
+    def fields(self, batch) -> dict[int, tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """``{attr_index: (rows, columns)}`` for the tracepoint samples of a
+        :class:`~pmuscope.records.SampleBatch`: ``rows`` indexes the batch,
+        ``columns`` maps field name -> array (see :meth:`TracepointFormat.decode_batch`)."""
+        out = {}
+        if batch.raw is None:
+            return out
+        for i, fmt in self.formats.items():
+            rows = np.flatnonzero(batch.attr_index == i)
+            if not len(rows):
+                continue
+            offs = batch.raw_offsets
+            # gather the selected payloads into one flat buffer with new offsets
+            starts, ends = offs[rows], offs[rows + 1]
+            lens = ends - starts
+            new_offs = np.concatenate([[0], np.cumsum(lens)])
+            idx = np.repeat(starts - new_offs[:-1], lens) + np.arange(int(new_offs[-1]), dtype=np.int64)
+            flat = np.asarray(batch.raw)[idx]
+            out[i] = (rows, fmt.decode_batch(flat, new_offs))
+        return out
