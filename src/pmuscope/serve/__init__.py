@@ -1,0 +1,47 @@
+"""``pmuscope serve``: counters as a Prometheus/OpenMetrics endpoint and as
+node_exporter textfile-collector files.
+
+Public API::
+
+    exporter = open_exporter("cycles,instructions", per="cpu")   # started counting sessions
+    exporter.collect() -> [MetricFamily]                         # one scrape
+    render(families, openmetrics=False) -> str                   # text 0.0.4 / OpenMetrics 1.0
+    srv = MetricsServer(exporter, "127.0.0.1", 9645); srv.start(); ...; srv.shutdown()
+    write_textfile(exporter, "/var/lib/node_exporter/textfile")   # atomic *.prom
+
+Names mirror node_exporter's perf collector with the ``pmuscope_`` prefix
+(``pmuscope_perf_cpucycles_total{cpu="0"}``); see :mod:`pmuscope.serve.names`.
+"""
+
+from .collector import CounterExporter, Health, Source, default_events, has_hardware_pmu, open_exporter, read_proc_stat
+from .exposition import (
+    OPENMETRICS_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    MetricFamily,
+    negotiate,
+    render,
+)
+from .names import EventMetric, event_metric
+from .server import DEFAULT_ADDRESS, DEFAULT_PORT, MetricsServer, is_loopback, write_textfile
+
+__all__ = [
+    "CounterExporter",
+    "Health",
+    "Source",
+    "MetricFamily",
+    "MetricsServer",
+    "EventMetric",
+    "OPENMETRICS_CONTENT_TYPE",
+    "TEXT_CONTENT_TYPE",
+    "DEFAULT_ADDRESS",
+    "DEFAULT_PORT",
+    "default_events",
+    "event_metric",
+    "has_hardware_pmu",
+    "is_loopback",
+    "negotiate",
+    "open_exporter",
+    "read_proc_stat",
+    "render",
+    "write_textfile",
+]
