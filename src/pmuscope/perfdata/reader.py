@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, Iterator
 
 from ..errors import FormatError, require
 from ..kernel import abi
+from ..records.attrs import id_pos, is_pos
 from ._cursor import Cursor, format_error
 from .features import Compressed, Feature, NrCpus, feature_name, parse_feature
 
@@ -809,16 +810,7 @@ class _TimeKeyer:
             t_trailer = -1
             if a.attr.sample_id_all and st & S.TIME:
                 t_trailer = 8 * (1 + sum(1 for b in (S.ID, S.STREAM_ID, S.CPU, S.IDENTIFIER) if st & b))
-            id_word = -1
-            if st & S.IDENTIFIER:
-                id_word = 0
-            elif st & S.ID:
-                id_word = sum(1 for b in (S.IP, S.TID, S.TIME, S.ADDR) if st & b)
-            is_back = -1
-            if st & S.IDENTIFIER:
-                is_back = 1
-            elif st & S.ID:
-                is_back = 1 + sum(1 for b in (S.CPU, S.STREAM_ID) if st & b)
+            id_word, is_back = id_pos(st), is_pos(st)
             self.layouts.append((t_sample, t_trailer, id_word, is_back))
         self.uniform = len(set(self.layouts)) <= 1
         self.first = self.layouts[0] if self.layouts else (-1, -1, -1, -1)
