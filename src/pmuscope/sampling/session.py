@@ -130,7 +130,8 @@ class Recorder:
     ``system_wide`` or ``cpus`` (a list or perf cpu-list string); ``cmd`` may
     be combined with ``system_wide``/``cpus`` (record the machine while the
     command runs). ``output`` is the perf.data path, or None to only iterate
-    records live.
+    records live. An existing non-empty ``output`` is renamed to
+    ``output.old`` first, as perf does.
 
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
     called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
@@ -365,6 +366,11 @@ class Recorder:
         from ..perfdata.features import Feature
         from ..perfdata.writer import PerfDataWriter
 
+        try:
+            if os.path.getsize(self.output) > 0 and not os.path.islink(self.output):
+                os.replace(self.output, self.output + ".old")  # perf keeps the previous recording as FILE.old
+        except OSError:
+            pass
         self.writer = PerfDataWriter(self.output, argv=self.argv)
         for i, attr in enumerate(self.attrs):
             self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
