@@ -331,6 +331,24 @@ def test_directory_format(tmp_path):
         PerfDataFile(str(d)).counts()
 
 
+def test_rewrite_keeps_records_features_and_aux(tmp_path, shared_fixtures):
+    from pmuscope.perfdata import rewrite
+
+    src = PerfDataFile(_fixture(shared_fixtures, "perf_data_converter/perf.data.intel_pt-4.14"))
+    dest = str(tmp_path / "rw.data")
+    counts = rewrite(src, dest)
+    out = PerfDataFile(dest)
+    assert counts == out.counts() == src.counts()
+    assert [bytes(b.data) for b in out.auxtrace()] == [bytes(b.data) for b in src.auxtrace()]
+    assert out.event_names == src.event_names and out.features[Feature.CPUID] == src.features[Feature.CPUID]
+    assert Feature.AUXTRACE not in out.features  # the index of the source layout is not carried over
+    pipe = PerfDataFile(_fixture(shared_fixtures, "linux-perf-data/fibo.compressed2.pipe.data"))
+    rewrite(pipe, dest)
+    out = PerfDataFile(dest)
+    assert not out.pipe and out.sample_counts() == [547, 0] and R.COMPRESSED2 not in out.counts()
+    assert all(a.attr.size == 128 for a in out.attrs)
+
+
 def test_pipe_writer_round_trip():
     buf = io.BytesIO()
     w = PerfPipeWriter(buf, argv=["x"])

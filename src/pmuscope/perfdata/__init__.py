@@ -6,7 +6,7 @@ that Linux ``perf report``/``perf script`` read."""
 from .features import Feature
 from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
 from .describe import header_lines
-from .writer import PerfDataWriter, PerfPipeWriter, elf_build_id, host_features
+from .writer import PerfDataWriter, PerfPipeWriter, elf_build_id, host_features, rewrite
 
 __all__ = [
     "AuxtraceBuffer",
@@ -19,6 +19,7 @@ __all__ = [
     "elf_build_id",
     "header_lines",
     "host_features",
+    "rewrite",
     "Section",
     "default_event_name",
 ]

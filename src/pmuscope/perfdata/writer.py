@@ -425,3 +425,30 @@ class PerfPipeWriter:
     def close(self) -> None:
         self.start()
         self.f.flush()
+
+
+#: features that describe the source file's layout, not the machine: not copied by rewrite()
+_LAYOUT_FEATURES = (Feature.AUXTRACE, Feature.DIR_FORMAT, Feature.COMPRESSED)
+_PIPE_ONLY = (abi.PERF_RECORD_HEADER_ATTR, abi.PERF_RECORD_HEADER_FEATURE, abi.PERF_RECORD_HEADER_TRACING_DATA)
+
+
+def rewrite(source: "str | os.PathLike | PerfDataFile", dest: str | os.PathLike, *, compress: int | None = None) -> dict[int, int]:
+    """Rewrite any perf.data pmuscope reads (pipe mode, zstd, directory format,
+    attrs from a newer perf) as a plain file-mode perf.data with 128-byte attrs
+    that perf 6.1 opens — like ``perf inject -i IN -o OUT``. Feature sections
+    are carried over (except the layout ones: AUXTRACE index, DIR_FORMAT,
+    COMPRESSED); AUXTRACE payloads are kept. Returns record counts written by type."""
+    from .reader import PerfDataFile as _File
+
+    src = source if isinstance(source, _File) else _File(source)
+    counts: dict[int, int] = {}
+    with PerfDataWriter(dest, src.attrs, host=False, compress=compress) as w:
+        for bit, value in src.features.items():
+            if bit not in _LAYOUT_FEATURES and bit != Feature.EVENT_DESC:
+                w.features[bit] = value
+        for type_, misc, mv, off, payload in src._decompressed_records():
+            if type_ in _PIPE_ONLY:
+                continue
+            w.write(mv if payload is None else bytes(mv) + bytes(payload))
+            counts[type_] = counts.get(type_, 0) + 1
+    return counts
