@@ -28,6 +28,9 @@ COMMANDS: dict[str, str] = {
     "observe": "observe_cmd",
     "spe": "spe_cmd",
     "record": "record_cmd",
+    "report": "report_cmd",
+    "script": "script_cmd",
+    "profile": "profile_cmd",
     "serve": "serve_cmd",
     "export": "export_cmd",
 }

@@ -1,0 +1,90 @@
+"""``pmuscope profile``: record a command, print the top of the report, write
+a flame graph — the one-shot path."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from .. import errors
+
+HELP = "record a command with call chains, print its top functions, write an HTML flame graph"
+DESCRIPTION = (
+    "One shot: sample CMD (or -p PID / -a) with frame-pointer call chains at 4000 Hz, then print the "
+    "top of the overhead table and write PREFIX.data (perf.data), PREFIX.folded (folded stacks) and "
+    "PREFIX.html (interactive flame graph, no network needed)."
+)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-e", "--event", action="append", default=[], metavar="EVENTS", help="event list (perf -e syntax)")
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="samples per second (default 4000)")
+    rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
+    p.add_argument("--no-call-graph", action="store_true", help="no call chains (leaf functions only)")
+    p.add_argument("-p", "--pid", metavar="PID[,PID]", help="attach to processes instead of running CMD")
+    p.add_argument("-a", "--all-cpus", action="store_true", help="record every CPU")
+    p.add_argument("-C", "--cpu", metavar="LIST", help="record these CPUs")
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
+    p.add_argument("-o", "--output", default="pmuscope-profile", metavar="PREFIX",
+                   help="output prefix: PREFIX.data, PREFIX.folded, PREFIX.html (default pmuscope-profile)")
+    p.add_argument("-s", "--sort", default="comm,dso,sym", metavar="KEYS", help="report sort keys")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows of the report to print (default 20)")
+    p.add_argument("-m", "--mmap-pages", type=int, metavar="PAGES", help="ring buffer data pages (power of two)")
+    p.add_argument("workload", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS]")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..profile import build_report, folded_stacks, format_report, load_profile, parse_sort, write_flamegraph
+    from ..profile.folded import format_folded
+    from ..sampling import Recorder
+    from .record_cmd import _ints
+
+    command = list(args.workload or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    pids = _ints(args.pid, "PID")
+    if not command and not pids and not (args.all_cpus or args.cpu):
+        raise errors.PmuscopeError("nothing to profile: give -- CMD, -p PID or -a")
+    if command and pids:
+        raise errors.PmuscopeError("give a command or -p PID, not both")
+    sort = parse_sort(args.sort)
+    prefix = args.output
+    data_path, folded_path, html_path = prefix + ".data", prefix + ".folded", prefix + ".html"
+    d = os.path.dirname(os.path.abspath(data_path))
+    if not os.path.isdir(d):
+        raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
+    rec = Recorder(",".join(args.event) or None, freq=args.freq or 4000, period=args.count,
+                   callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
+                   cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)
+    interrupted = []
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+        rec.stop()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rec.start()
+        result = rec.run(args.duration)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    print(result.summary("pmuscope profile"), file=sys.stderr)
+    prof = load_profile(data_path)
+    rep = build_report(prof, sort, percent_limit=0.0)
+    rep.rows, rep.display = rep.rows[:args.top], rep.display[:args.top]
+    sys.stdout.write(format_report(rep))
+    folded = folded_stacks(prof)
+    with open(folded_path, "w", encoding="utf-8") as f:
+        f.write(format_folded(folded))
+    name = " ".join(command) if command else (f"pid {args.pid}" if pids else "system-wide")
+    write_flamegraph(prof, html_path, folded=folded, title=f"pmuscope profile: {name}")
+    print(f"pmuscope profile: perf.data  {data_path}  (pmuscope report -i {data_path}; perf report -i {data_path})")
+    print(f"pmuscope profile: flame graph {html_path}")
+    print(f"pmuscope profile: folded     {folded_path}")
+    if result.exit_status is not None and not interrupted:
+        return result.exit_status
+    return 0

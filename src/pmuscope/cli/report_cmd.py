@@ -1,0 +1,120 @@
+"""``pmuscope report``: perf report's overhead table from a perf.data file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import errors
+
+HELP = "overhead table of a perf.data file like perf report (--sort, filters, --json, --folded, --flamegraph)"
+DESCRIPTION = (
+    "Read a perf.data file (ours or Linux perf's; file or pipe mode) and print the overhead table: "
+    "samples grouped by --sort keys, weighted by sample period like perf. With call chains the "
+    "Children column is shown by default, as perf does (--no-children to hide it). --json prints "
+    "one object {samples, lost, event, rows:[{overhead, samples, <sort keys>}]} (self overhead, "
+    "highest first; with --children rows also carry 'children' and are ordered by it)."
+)
+
+
+def add_filter_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pid", metavar="PID[,PID]", help="only samples of these processes")
+    p.add_argument("--tid", metavar="TID[,TID]", help="only samples of these threads")
+    p.add_argument("--comm", metavar="COMM[,COMM]", help="only samples of these command names")
+    p.add_argument("--cpu", metavar="LIST", help="only samples taken on these CPUs (0-3,6)")
+    p.add_argument("--time", metavar="START,END", help="only samples in this time window (seconds, like perf; "
+                                                       "either side may be empty)")
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
+    p.add_argument("-s", "--sort", metavar="KEYS", help="sort keys: comm,pid,tid,dso,sym,cpu in any order "
+                                                        "(default comm,dso,sym)")
+    p.add_argument("--stdio", action="store_true", help="text output (the only interface; accepted for perf users)")
+    ch = p.add_mutually_exclusive_group()
+    ch.add_argument("--children", dest="children", action="store_true", default=None,
+                    help="add the Children column: each sample also counts for its callers")
+    ch.add_argument("--no-children", "-g", dest="children", action="store_false",
+                    help="self overhead only")
+    p.add_argument("-n", "--show-nr-samples", action="store_true", help="add a Samples column")
+    p.add_argument("--percent-limit", type=float, default=0.0, metavar="PCT", help="hide rows below PCT percent")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--folded", metavar="FILE", help="also write folded stacks to FILE ('-' for stdout, no table)")
+    p.add_argument("--flamegraph", metavar="FILE.html", help="also write an HTML flame graph to FILE.html")
+    p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
+    add_filter_options(p)
+
+
+def _ints(text: str | None, what: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise errors.PmuscopeError(f"--{what} {text!r}: expected numbers separated by commas") from None
+
+
+def _time_range(text: str | None):
+    if not text:
+        return None
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise errors.PmuscopeError(f"--time {text!r}: expected START,END in seconds (e.g. 1959.9,1960.5 or ,1960)")
+    out = []
+    for x in parts:
+        x = x.strip()
+        try:
+            out.append(None if not x else int(round(float(x) * 1e9)))
+        except ValueError:
+            raise errors.PmuscopeError(f"--time {text!r}: {x!r} is not a number of seconds") from None
+    return tuple(out)
+
+
+def apply_filters(p, args):
+    cpus = None
+    if getattr(args, "cpu", None):
+        from ..events.pmu import parse_cpulist
+
+        try:
+            cpus = parse_cpulist(args.cpu)
+        except ValueError as err:
+            raise errors.PmuscopeError(f"--cpu {args.cpu!r}: {err}") from None
+    comms = [c for c in args.comm.split(",") if c] if getattr(args, "comm", None) else None
+    return p.filter(pids=_ints(args.pid, "pid"), tids=_ints(args.tid, "tid"), comms=comms, cpus=cpus,
+                    time_range=_time_range(args.time))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..profile import (build_report, folded_stacks, format_report, load_profile, parse_sort, report_json,
+                           reports_by_event, write_flamegraph)
+    from ..profile.folded import format_folded
+
+    sort = parse_sort(args.sort)
+    prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
+    prof = apply_filters(prof, args)
+    folded = None
+    if args.folded or args.flamegraph:
+        folded = folded_stacks(prof)
+    if args.folded:
+        text = format_folded(folded)
+        if args.folded == "-":
+            sys.stdout.write(text)
+            return 0
+        with open(args.folded, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"pmuscope report: folded stacks written to {args.folded}", file=sys.stderr)
+    if args.flamegraph:
+        write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")
+        print(f"pmuscope report: flame graph written to {args.flamegraph}", file=sys.stderr)
+    if args.json:
+        children = bool(args.children)
+        reps = reports_by_event(prof, sort, children=children, percent_limit=args.percent_limit)
+        sys.stdout.write(report_json(reps) + "\n")
+        return 0
+    children = prof.has_callchain if args.children is None else args.children
+    reps = reports_by_event(prof, sort, children=children, percent_limit=args.percent_limit)
+    out = []
+    for rep in reps:
+        out.append(format_report(rep, show_samples=args.show_nr_samples))
+    sys.stdout.write("\n".join(out))
+    return 0

@@ -1,0 +1,38 @@
+"""``pmuscope script``: one line per sample like perf script, call chains below."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "samples of a perf.data file as text like perf script (-F fields, -G)"
+DESCRIPTION = (
+    "Print every sample of a perf.data file like perf script: comm, tid, [cpu], time, period, "
+    "event, ip sym+off (dso); call chains one frame a line below each sample when recorded."
+)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    from .report_cmd import add_filter_options
+
+    p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
+    p.add_argument("-F", "--fields", metavar="FIELDS",
+                   help="comma list of comm,tid,pid,cpu,time,event,ip,sym,dso,period,symoff,trace")
+    p.add_argument("-G", "--hide-call-graph", action="store_true", help="do not print call chains")
+    p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
+    add_filter_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..profile import iter_script, load_profile, parse_fields
+    from .report_cmd import apply_filters
+
+    fields = parse_fields(args.fields)
+    prof = load_profile(args.input, keep_raw=bool(fields and "trace" in fields),
+                        kernel_symbols=False if args.no_kernel_symbols else None)
+    prof = apply_filters(prof, args)
+    write = sys.stdout.write
+    for text in iter_script(prof, fields, callchain=not args.hide_call_graph):
+        write(text)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,288 @@
+"""``perf report``-style aggregation of a :class:`~pmuscope.profile.Profile`.
+
+Samples are grouped by any combination of sort keys (``comm``, ``pid``,
+``tid``, ``dso``, ``sym``, ``cpu``) with numpy: every key becomes a dense
+integer column, the columns are combined into one int64 key, and periods and
+sample counts are summed with ``bincount``. Overhead is weighted by the
+sample period, as perf's ``Overhead`` column is (for a frequency-sampled
+``cpu-clock`` that is time; for ``cycles`` the cycle count); ``samples`` is the
+number of samples.
+
+Symbols follow perf's identity rules (``sort__sym_cmp``): a resolved symbol is
+one entry per (DSO, symbol); an address no symbol covers is one entry per
+map-relative address, shown as perf shows it (``0x00000000004011a6``).
+With ``children=True`` each sample also counts once for every distinct entry
+of its call chain (perf's ``Children`` column).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PmuscopeError
+from .model import Profile
+
+SORT_KEYS = ("comm", "pid", "tid", "dso", "sym", "cpu")
+DEFAULT_SORT = ("comm", "dso", "sym")
+_HEADERS = {"comm": "Command", "pid": "Pid:Command", "tid": "Tid:Command", "dso": "Shared Object",
+            "sym": "Symbol", "cpu": "CPU"}
+
+
+def parse_sort(text: str | None) -> tuple[str, ...]:
+    """``comm,dso,sym`` -> a tuple of sort keys; unknown keys raise a clear error."""
+    if not text:
+        return DEFAULT_SORT
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in keys if k not in SORT_KEYS]
+    if bad or not keys:
+        raise PmuscopeError(f"--sort {text!r}: unknown key(s) {', '.join(bad) or '(none)'}; "
+                            f"choose from {','.join(SORT_KEYS)}")
+    return tuple(dict.fromkeys(keys))
+
+
+@dataclass
+class ReportRow:
+    """One line of the report: the values of the sort keys, and its weights."""
+
+    keys: dict[str, object]
+    samples: int
+    period: float
+    overhead: float
+    children: float | None = None
+    children_samples: int | None = None
+
+    def as_json(self) -> dict:
+        out: dict = {"overhead": round(self.overhead, 4), "samples": self.samples}
+        if self.children is not None:
+            out["children"] = round(self.children, 4)
+        for k, v in self.keys.items():
+            out[k] = v
+        out["period"] = int(self.period)
+        return out
+
+
+@dataclass
+class Report:
+    """The aggregated report of one event (or of all events together)."""
+
+    event: str
+    samples: int
+    total_period: int
+    lost: int
+    sort: tuple[str, ...]
+    rows: list[ReportRow] = field(default_factory=list)
+    children: bool = False
+    #: display strings of each row (same order as ``rows``), with perf's [k]/[.] level marks
+    display: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The JSON contract: samples, lost, event, rows (highest overhead first)."""
+        return {"samples": self.samples, "lost": self.lost, "event": self.event,
+                "event_count": self.total_period, "sort": list(self.sort),
+                "weight": "period", "children": self.children,
+                "rows": [r.as_json() for r in self.rows]}
+
+
+def _frame_sym_keys(p: Profile) -> np.ndarray:
+    """A dense symbol key per frame: (dso, symbol) for resolved frames,
+    (dso, map-relative address) for unresolved ones."""
+    nf = len(p.frame_sym)
+    if nf == 0:
+        return np.zeros(0, dtype=np.int64)
+    known = p.frame_sym >= 0
+    key = np.empty(nf, dtype=np.int64)
+    ks = p.frame_sym[known]
+    uk, kinv = np.unique(ks, return_inverse=True)
+    key[known] = kinv.reshape(-1)
+    unk = ~known
+    if unk.any():
+        pairs = np.stack([p.frame_dso[unk].astype(np.uint64), p.frame_addr[unk]], axis=1)
+        _, uinv = np.unique(pairs, axis=0, return_inverse=True)
+        key[unk] = len(uk) + uinv.reshape(-1)
+    return key
+
+
+def _dense(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    u, inv = np.unique(col, return_inverse=True)
+    return u, inv.reshape(-1).astype(np.int64)
+
+
+def _sym_label(p: Profile, frame: int) -> str:
+    s = int(p.frame_sym[frame])
+    if s >= 0:
+        return p.sym_name(s)
+    return f"{int(p.frame_addr[frame]):#018x}"
+
+
+def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: bool = False,
+                 percent_limit: float = 0.0, event: str | None = None) -> Report:
+    """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first)."""
+    n = len(p)
+    total = float(p.period.sum(dtype=np.float64)) if n else 0.0
+    ev = event if event is not None else ",".join(p.event_names[i] for i in sorted(set(np.unique(p.event).tolist()))) \
+        if n else ",".join(p.event_names)
+    rep = Report(ev, n, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
+    if n == 0:
+        return rep
+    fsym = _frame_sym_keys(p) if "sym" in sort else None
+
+    # sample-level key columns and frame-level key columns
+    def frame_cols(frames: np.ndarray, sample_idx: np.ndarray) -> list[np.ndarray]:
+        cols = []
+        for k in sort:
+            if k == "comm":
+                cols.append(p.comm[sample_idx].astype(np.int64))
+            elif k == "pid":
+                cols.append(p.pid[sample_idx])
+            elif k == "tid":
+                cols.append(p.tid[sample_idx])
+            elif k == "cpu":
+                cols.append(p.cpu[sample_idx].astype(np.int64))
+            elif k == "dso":
+                cols.append(p.frame_dso[frames].astype(np.int64))
+            elif k == "sym":
+                cols.append(fsym[frames])
+        return cols
+
+    sidx = np.arange(n, dtype=np.int64)
+    leaf_cols = frame_cols(p.leaf, sidx)
+    if children and p.has_callchain:
+        frames, offsets = p.stack, p.stack_offsets
+        st_idx = np.repeat(sidx, np.diff(offsets))
+        # the leaf (sample ip) is an entry of its own chain too
+        all_frames = np.concatenate((p.leaf, frames))
+        all_s = np.concatenate((sidx, st_idx))
+        cols = frame_cols(all_frames, all_s)
+    else:
+        cols = leaf_cols
+        all_s = sidx
+    # combine into one key: dense-rank each column, mixed radix
+    combined = np.zeros(len(all_s), dtype=np.int64)
+    uniques = []
+    for c in cols:
+        u, inv = _dense(c)
+        uniques.append(u)
+        combined = combined * len(u) + inv
+    ukey, kinv = np.unique(combined, return_inverse=True)
+    kinv = kinv.reshape(-1)
+    nkeys = len(ukey)
+    self_key = kinv[:n]
+    self_period = np.bincount(self_key, weights=p.period.astype(np.float64), minlength=nkeys)
+    self_samples = np.bincount(self_key, minlength=nkeys)
+    child_period = child_samples = None
+    if children and p.has_callchain:
+        pair = np.unique(all_s * nkeys + kinv)
+        ent = pair % nkeys
+        smp = pair // nkeys
+        child_period = np.bincount(ent, weights=p.period[smp].astype(np.float64), minlength=nkeys)
+        child_samples = np.bincount(ent, minlength=nkeys)
+    elif children:
+        child_period, child_samples = self_period, self_samples
+    main = child_period if child_period is not None else self_period
+    order = np.lexsort((-self_period, -main))
+    limit = percent_limit * total / 100.0
+    # a representative row (sample or frame occurrence) of each key, to name it
+    first = np.full(nkeys, -1, dtype=np.int64)
+    first[kinv[::-1]] = np.arange(len(kinv) - 1, -1, -1)
+    rep_frames = np.concatenate((p.leaf, p.stack)) if children and p.has_callchain else p.leaf
+    for k in order.tolist():
+        if main[k] < limit or main[k] <= 0:
+            continue
+        row_i = int(first[k])
+        s = int(all_s[row_i])
+        fr = int(rep_frames[row_i])
+        keys: dict[str, object] = {}
+        disp: dict[str, str] = {}
+        for name in sort:
+            if name == "comm":
+                keys[name] = disp[name] = p.comms[int(p.comm[s])]
+            elif name in ("pid", "tid"):
+                v = int(getattr(p, name)[s])
+                keys[name] = v
+                disp[name] = f"{v}:{p.comms[int(p.comm[s])]}"
+            elif name == "cpu":
+                keys[name] = int(p.cpu[s])
+                disp[name] = f"{int(p.cpu[s]):03d}"
+            elif name == "dso":
+                keys[name] = p.dso_short_name(int(p.frame_dso[fr]))
+                disp[name] = keys[name]
+            elif name == "sym":
+                label = _sym_label(p, fr)
+                keys[name] = label
+                disp[name] = f"[{'k' if p.frame_kernel[fr] else '.'}] {label}"
+        pct = 100.0 * self_period[k] / total if total else 0.0
+        row = ReportRow(keys, int(self_samples[k]), float(self_period[k]), pct)
+        if child_period is not None:
+            row.children = 100.0 * child_period[k] / total if total else 0.0
+            row.children_samples = int(child_samples[k])
+        rep.rows.append(row)
+        rep.display.append(disp)
+    return rep
+
+
+def _nr(n: int) -> str:
+    """perf's sample count with a unit (``convert_unit``: 1618 -> 1K)."""
+    unit = ""
+    for u in "KMG":
+        if n > 1000:
+            n //= 1000
+            unit = u
+    return f"{n}{unit}"
+
+
+def format_report(rep: Report, *, show_samples: bool = False, header: bool = True) -> str:
+    """The report as ``perf report --stdio`` prints it (header, column rule, rows)."""
+    lines: list[str] = []
+    if header:
+        lines += ["#", f"# Total Lost Samples: {rep.lost}", "#",
+                  f"# Samples: {_nr(rep.samples)} of event '{rep.event}'",
+                  f"# Event count (approx.): {rep.total_period}", "#"]
+    cols: list[tuple[str, list[str], bool]] = []  # (header, values, right aligned)
+    if rep.children:
+        cols.append(("Children", [f"{r.children:.2f}%" for r in rep.rows], True))
+        cols.append(("Self", [f"{r.overhead:.2f}%" for r in rep.rows], True))
+    else:
+        cols.append(("Overhead", [f"{r.overhead:.2f}%" for r in rep.rows], True))
+    if show_samples:
+        cols.append(("Samples", [str(r.samples) for r in rep.rows], True))
+    for k in rep.sort:
+        cols.append((_HEADERS[k], [d[k] for d in rep.display], False))
+    widths = [max([len(h)] + [len(v) for v in vals]) for h, vals, _ in cols]
+    # perf pads the percentage columns to at least 8 characters
+    widths = [max(w, 8) if right else w for w, (_, _, right) in zip(widths, cols)]
+
+    def fmt(values: list[str]) -> str:
+        parts = []
+        for (h, _, right), w, v in zip(cols, widths, values):
+            parts.append(v.rjust(w) if right else v.ljust(w))
+        return "  ".join(parts).rstrip()
+
+    lines.append("# " + "  ".join((h.rjust(w) if right else h.ljust(w))
+                                  for (h, _, right), w in zip(cols, widths)).rstrip())
+    lines.append("# " + "  ".join("." * w for w in widths))
+    lines.append("#")
+    for i in range(len(rep.rows)):
+        lines.append("  " + fmt([vals[i] for _, vals, _ in cols]))
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def report_json(reports: list[Report]) -> str:
+    """One JSON object: for a single event the report itself; for several,
+    the first event's fields plus ``events`` holding each event's report."""
+    if len(reports) == 1:
+        return json.dumps(reports[0].to_json())
+    first = reports[0].to_json()
+    first["events"] = [r.to_json() for r in reports]
+    return json.dumps(first)
+
+
+def reports_by_event(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, **kw) -> list[Report]:
+    """One report per event present (perf prints a section per event)."""
+    events = sorted(set(np.unique(p.event).tolist())) if len(p) else list(range(len(p.event_names)))[:1]
+    if len(events) <= 1:
+        return [build_report(p, sort, event=p.event_names[events[0]] if events else None, **kw)]
+    return [build_report(p.filter(events=[e]), sort, event=p.event_names[e], **kw) for e in events]
