@@ -146,6 +146,23 @@ def test_rewrite_every_fixture_for_perf(perf_bin, shared_fixtures, tmp_path):
     assert done >= 10
 
 
+def test_time_order_matches_perf_script(perf_bin, shared_fixtures, tmp_path):
+    """Our FINISHED_ROUND ordering delivers samples in the order perf script prints them."""
+    from pmuscope.perfdata.reader import _TimeKeyer
+
+    paths = [str(shared_fixtures / "perf_data_converter" / n) for n in
+             ("perf.data.lost_samples-4.4", "perf.data.group_desc-4.14", "perf.data.weight_struct")]
+    paths.append(_record(perf_bin, ["-g"], tmp_path / "rec.data"))
+    for path in paths:
+        out = subprocess.run([perf_bin, "script", "-F", "time", "-i", path], capture_output=True, text=True, timeout=120)
+        theirs = [line.strip().rstrip(":") for line in out.stdout.splitlines() if re.match(r"^\s*\d+\.\d+:", line)]
+        with PerfDataFile(path) as p:
+            keyer = _TimeKeyer(p.attrs)
+            ours = [keyer.time(t, mv) for t, m, mv, o in p.raw_records(ordered=True) if t == abi.PERF_RECORD_SAMPLE]
+        ours = [f"{t // 10**9}.{t % 10**9 // 1000:06d}" for t in ours]
+        assert len(theirs) == len(ours) > 0 and theirs == ours, path
+
+
 def _text_symbols(path, count=3):
     """(mapping of the executable segment, [(name, addr)]) for ``count`` functions of a real binary."""
     elftools = pytest.importorskip("elftools.elf.elffile")

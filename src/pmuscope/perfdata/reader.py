@@ -810,7 +810,8 @@ class _TimeKeyer:
             t_trailer = -1
             if a.attr.sample_id_all and st & S.TIME:
                 t_trailer = 8 * (1 + sum(1 for b in (S.ID, S.STREAM_ID, S.CPU, S.IDENTIFIER) if st & b))
-            id_word, is_back = id_pos(st), is_pos(st)
+            id_word = id_pos(st)
+            is_back = is_pos(st) if a.attr.sample_id_all else -1
             self.layouts.append((t_sample, t_trailer, id_word, is_back))
         self.uniform = len(set(self.layouts)) <= 1
         self.first = self.layouts[0] if self.layouts else (-1, -1, -1, -1)
@@ -825,7 +826,7 @@ class _TimeKeyer:
                     return 0
                 (i,) = _U64.unpack_from(mv, 8 + 8 * lay[2])
             else:
-                if lay[3] < 0 or not lay[1] >= 0:
+                if lay[3] < 0:
                     return 0
                 (i,) = _U64.unpack_from(mv, len(mv) - 8 * lay[3])
         except struct.error:
