@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
     "diagnose": ".doctor", "Check": ".doctor",
     # sampling side
     "Symbolizer": ".symbols", "PerfDataFile": ".perfdata", "PerfDataWriter": ".perfdata",
+    "record": ".sampling", "Recorder": ".sampling", "RecordResult": ".sampling",
     # microscopy
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
     # SPE
