@@ -40,12 +40,12 @@ def run(args: argparse.Namespace) -> int:
     from ..profile import build_report, folded_stacks, format_report, load_profile, parse_sort, write_flamegraph
     from ..profile.folded import format_folded
     from ..sampling import Recorder
-    from .record_cmd import _ints
+    from .report_cmd import _ints
 
     command = list(args.workload or [])
     if command and command[0] == "--":
         command = command[1:]
-    pids = _ints(args.pid, "PID")
+    pids = _ints(args.pid, "pid")
     if not command and not pids and not (args.all_cpus or args.cpu):
         raise errors.PmuscopeError("nothing to profile: give -- CMD, -p PID or -a")
     if command and pids:
