@@ -459,3 +459,14 @@ def test_decoder_on_a_mixed_batch():
     (rows, cols), = dec.fields(batches[0]).values()
     assert rows.tolist() == [0, 2]
     assert cols["prev_comm"].tolist() == ["a", "c"] and cols["next_pid"].tolist() == [2, 4]
+
+
+def test_cpu_lists():
+    from pmuscope.sampling.session import parse_cpulist
+
+    assert parse_cpulist("0-3,6, 8-8") == [0, 1, 2, 3, 6, 8]
+    assert Recorder("cpu-clock", cpus="0", output=None).cpus == [0]
+    with pytest.raises(errors.PmuscopeError, match="bad CPU list '1-0'"):
+        Recorder("cpu-clock", cpus="1-0", output=None)
+    with pytest.raises(errors.PmuscopeError, match="bad CPU list"):
+        Recorder("cpu-clock", cpus="x", output=None)

@@ -70,9 +70,21 @@ def default_event(sysfs_root: str = "/sys") -> str:
     return name
 
 
-def _online_cpus(sysfs_root: str = "/sys") -> list[int]:
-    from ..events.pmu import parse_cpulist
+def parse_cpulist(text: str) -> list[int]:
+    """``0-3,6`` -> ``[0, 1, 2, 3, 6]`` (the kernel's cpulist format)."""
+    out: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi) if hi else int(lo)
+        if b < a:
+            raise ValueError(f"range {part!r} runs backwards")
+        out.extend(range(a, b + 1))
+    return sorted(set(out))
 
+
+def _online_cpus(sysfs_root: str = "/sys") -> list[int]:
     try:
         with open(os.path.join(sysfs_root, "devices/system/cpu/online")) as f:
             return parse_cpulist(f.read().strip())
@@ -172,8 +184,6 @@ class Recorder:
         if cmd is not None and (self.pids or self.tids):
             raise errors.PmuscopeError("a command and -p/-t cannot be combined: attach to one target")
         if isinstance(cpus, str):
-            from ..events.pmu import parse_cpulist
-
             try:
                 cpus = parse_cpulist(cpus)
             except ValueError as err:
@@ -407,10 +417,12 @@ class Recorder:
         """Ask the session to end (thread- and signal-safe): :meth:`run` and
         :meth:`records` drain what is left and return."""
         self._stop.set()
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
+        w = self._wake_w
+        if w is not None:
+            try:
+                os.write(w, b"x")
+            except OSError:
+                pass
 
     # -- draining --------------------------------------------------------------------------
     def _account(self, chunk: bytes) -> None:
@@ -614,6 +626,13 @@ class Recorder:
                 except OSError:
                     pass
         self._pidfd = self._wake_r = self._wake_w = None
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self._teardown()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
 
     def __enter__(self) -> "Recorder":
         return self.start()
