@@ -215,3 +215,17 @@ def test_live_iteration_from_python():
     result = rec.close()
     assert comm_exec and samples == result.samples >= 100
     assert result.exit_status == 0
+
+
+def test_pipe_mode_to_perf_script(perf_bin):
+    rec = subprocess.run([*PMUSCOPE, "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", "-", "--", *BUSY, "0.2"],
+                         capture_output=True, timeout=60)
+    assert rec.returncode == 0, rec.stderr
+    ours = PerfDataFile(rec.stdout)
+    assert ours.pipe
+    n = ours.sample_counts()[0]
+    assert n > 100
+    script = subprocess.run([perf_bin, "script", "-F", "comm,ip", "-i", "-"], input=rec.stdout, capture_output=True,
+                            timeout=60)
+    assert script.returncode == 0, script.stderr[-500:]
+    assert len([ln for ln in script.stdout.decode().splitlines() if ln.strip()]) == n

@@ -142,7 +142,8 @@ class Recorder:
     ``system_wide`` or ``cpus`` (a list or perf cpu-list string); ``cmd`` may
     be combined with ``system_wide``/``cpus`` (record the machine while the
     command runs). ``output`` is the perf.data path, or None to only iterate
-    records live. An existing non-empty ``output`` is renamed to
+    records live, or ``"-"`` for pipe-mode perf.data on stdout (``perf record
+    -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` is renamed to
     ``output.old`` first, as perf does.
 
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
@@ -230,6 +231,7 @@ class Recorder:
         self.rings: list[RingBuffer] = []
         self.workload = None
         self.writer = None
+        self._pipe = False
         self.notes: list[str] = []
         self._started = False
         self._closed = False
@@ -376,6 +378,15 @@ class Recorder:
         from ..perfdata.features import Feature
         from ..perfdata.writer import PerfDataWriter
 
+        if self.output == "-":
+            from ..perfdata.writer import PerfPipeWriter
+
+            # pipe mode (perf record -o -): HEADER_ATTR/EVENT_UPDATE/HEADER_FEATURE records, then the data
+            self.writer = PerfPipeWriter(sys.stdout.buffer, argv=self.argv)
+            self._pipe = True
+            for i, attr in enumerate(self.attrs):
+                self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
+            return
         try:
             if os.path.getsize(self.output) > 0 and not os.path.islink(self.output):
                 os.replace(self.output, self.output + ".old")  # perf keeps the previous recording as FILE.old
@@ -594,7 +605,9 @@ class Recorder:
                 r.exit_status = self.workload.wait()
         finally:
             self._teardown()
-            if self.writer is not None:
+            if self.writer is not None and self._pipe:
+                self.writer.close()
+            elif self.writer is not None:
                 if self._first_time is not None:
                     self.writer.set_sample_time(self._first_time, self._last_time)
                 if self.build_ids:
