@@ -1,0 +1,32 @@
+"""Profile exports for the tools people already run: pprof (go tool pprof,
+Pyroscope, Parca), speedscope, folded stacks; and pushing to a
+Pyroscope-compatible ingest endpoint.
+
+Public API::
+
+    ep = from_folded("main;work 90\\nmain;idle 10\\n")   # or from_profile(Profile), from_stacks(...)
+    pprof.write(ep, "cpu.pb.gz"); speedscope.write(ep, "cpu.speedscope.json")
+    pusher = PyroscopePusher("http://127.0.0.1:4040", "pmuscope.cpu", {"host": "h"})
+    pusher.push(ep, start, end, {"event": "cycles"}); pusher.close()
+"""
+
+from . import pprof, speedscope
+from .model import CLOCK_EVENTS, ExportProfile, Frame, Mapping, aggregate_rows, from_folded, from_profile, from_stacks
+from .push import PushStats, PyroscopePusher, app_name, sample_type_config
+
+__all__ = [
+    "CLOCK_EVENTS",
+    "ExportProfile",
+    "Frame",
+    "Mapping",
+    "PushStats",
+    "PyroscopePusher",
+    "aggregate_rows",
+    "app_name",
+    "from_folded",
+    "from_profile",
+    "from_stacks",
+    "pprof",
+    "sample_type_config",
+    "speedscope",
+]

@@ -1,0 +1,331 @@
+"""ExportProfile: the neutral, columnar input of every profile exporter
+(pprof, speedscope, folded, push).
+
+It is what the formats have in common and nothing more:
+
+- ``frames``: the distinct frames (:class:`Frame`: name, file, line, address,
+  mapping, kernel flag); a frame id is an index into this list;
+- per sample *row* (a row may stand for many samples: its ``values`` say how
+  much): its stack as frame ids **leaf first** (callee → caller, the kernel's
+  and pprof's order) in ``stack[stack_offsets[i]:stack_offsets[i + 1]]``,
+  its ``values`` (``int64[rows, len(sample_types)]``, one column per
+  :attr:`ExportProfile.sample_types` entry), and optionally ``pid``, ``tid``,
+  ``cpu``, ``time`` (ns) and ``comm`` (index into ``comms``) columns (-1: not
+  known);
+- ``mappings`` (:class:`Mapping`, with build ids; ``Frame.mapping`` is a
+  1-based index into it, 0 = none), ``period_type``/``period``,
+  ``time_nanos``/``duration_nanos``, ``comments``.
+
+Build one with :func:`from_folded`, :func:`from_stacks` or
+:func:`from_profile` (a :class:`pmuscope.profile.Profile`, read through its
+documented columns).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping as TMapping, Sequence
+
+import numpy as np
+
+from ..errors import FormatError
+
+#: event names whose samples weigh time (their period is in nanoseconds)
+CLOCK_EVENTS = ("cpu-clock", "task-clock")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame: ``name`` (demangled), ``system_name`` (mangled, if different),
+    ``file`` (source file or DSO path), ``line``, ``address`` (relative to
+    its mapping's file: the value a symbolizer needs), ``mapping`` (1-based
+    index into ``ExportProfile.mappings``, 0 = none), ``kernel``."""
+
+    name: str
+    file: str = ""
+    line: int = 0
+    address: int = 0
+    mapping: int = 0
+    kernel: bool = False
+    system_name: str = ""
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A binary the samples ran in: ``memory_start``/``memory_limit`` of the
+    addresses its frames carry, ``file_offset`` of ``memory_start`` in the
+    file, ``filename``, ``build_id`` (hex, "" when unknown)."""
+
+    filename: str
+    memory_start: int = 0
+    memory_limit: int = 0
+    file_offset: int = 0
+    build_id: str = ""
+    has_functions: bool = True
+
+
+@dataclass
+class ExportProfile:
+    """See the module docstring. ``validate()`` checks the columns agree."""
+
+    sample_types: list[tuple[str, str]]
+    frames: list[Frame]
+    stack: np.ndarray
+    stack_offsets: np.ndarray
+    values: np.ndarray
+    pid: np.ndarray | None = None
+    tid: np.ndarray | None = None
+    cpu: np.ndarray | None = None
+    time: np.ndarray | None = None
+    comm: np.ndarray | None = None
+    comms: list[str] = field(default_factory=list)
+    mappings: list[Mapping] = field(default_factory=list)
+    period_type: tuple[str, str] | None = None
+    period: int = 0
+    time_nanos: int = 0
+    duration_nanos: int = 0
+    comments: list[str] = field(default_factory=list)
+    default_sample_type: str = ""
+    name: str = "pmuscope"
+
+    def __len__(self) -> int:
+        return len(self.stack_offsets) - 1
+
+    def stack_of(self, row: int) -> np.ndarray:
+        """Frame ids of row ``row``, leaf first."""
+        return self.stack[self.stack_offsets[row]:self.stack_offsets[row + 1]]
+
+    def totals(self) -> dict[str, int]:
+        """Sum of each sample type's column: ``{"samples": 120, "cycles": ...}``."""
+        return {t: int(self.values[:, i].sum()) for i, (t, _u) in enumerate(self.sample_types)}
+
+    def validate(self) -> "ExportProfile":
+        n = len(self)
+        if self.values.shape != (n, len(self.sample_types)):
+            raise FormatError(f"values has shape {self.values.shape}, expected ({n}, {len(self.sample_types)})")
+        if len(self.stack) and (self.stack.min() < 0 or self.stack.max() >= len(self.frames)):
+            raise FormatError("a stack refers to a frame id outside frames")
+        for col in ("pid", "tid", "cpu", "time", "comm"):
+            a = getattr(self, col)
+            if a is not None and len(a) != n:
+                raise FormatError(f"column {col} has {len(a)} rows, expected {n}")
+        if any(f.mapping < 0 or f.mapping > len(self.mappings) for f in self.frames):
+            raise FormatError("a frame refers to a mapping outside mappings")
+        return self
+
+    def folded(self, sample_type: int | str = 0, *, comm: bool = False) -> Counter:
+        """Folded stacks (root first, ``;``-joined) weighted by one sample type's
+        column; with ``comm`` the process name is the root frame."""
+        from ..profile.folded import frame_name
+
+        k = self.sample_type_index(sample_type)
+        names = [frame_name(f.name + ("_[k]" if f.kernel and not f.name.endswith("_[k]") else "")) for f in self.frames]
+        out: Counter = Counter()
+        off = self.stack_offsets.tolist()
+        st = self.stack.tolist()
+        vals = self.values[:, k].tolist()
+        comm_col = self.comm.tolist() if (comm and self.comm is not None) else None
+        for i, v in enumerate(vals):
+            if not v:
+                continue
+            parts = [names[j] for j in reversed(st[off[i]:off[i + 1]])]
+            if comm_col is not None:
+                c = comm_col[i]
+                parts.insert(0, frame_name(self.comms[c]) if c >= 0 else "[unknown]")
+            out[";".join(parts)] += int(v)
+        return out
+
+    def sample_type_index(self, sample_type: int | str) -> int:
+        if isinstance(sample_type, int):
+            if not 0 <= sample_type < len(self.sample_types):
+                raise FormatError(f"no sample type #{sample_type} (have {len(self.sample_types)})")
+            return sample_type
+        for i, (t, _u) in enumerate(self.sample_types):
+            if t == sample_type:
+                return i
+        raise FormatError(f"no sample type {sample_type!r}; have {', '.join(t for t, _ in self.sample_types)}")
+
+
+def from_stacks(
+    stacks: Iterable[tuple[Sequence[str], int | Sequence[int]]],
+    sample_types: Sequence[tuple[str, str]] = (("samples", "count"),),
+    **kwargs,
+) -> ExportProfile:
+    """``(frame names root first, value or values)`` pairs → ExportProfile
+    (frames deduplicated by name, rows in the given order)."""
+    frame_ids: dict[str, int] = {}
+    flat: list[int] = []
+    offsets = [0]
+    vals: list[Sequence[int]] = []
+    k = len(sample_types)
+    for names, value in stacks:
+        for n in reversed(list(names)):
+            flat.append(frame_ids.setdefault(n, len(frame_ids)))
+        offsets.append(len(flat))
+        v = [int(value)] if isinstance(value, (int, np.integer)) else [int(x) for x in value]
+        if len(v) != k:
+            raise FormatError(f"stack {';'.join(names)!r} has {len(v)} values for {k} sample types")
+        vals.append(v)
+    frames = [Frame(n.removesuffix("_[k]"), kernel=n.endswith("_[k]")) for n in frame_ids]
+    return ExportProfile(
+        sample_types=[tuple(t) for t in sample_types],
+        frames=frames,
+        stack=np.asarray(flat, dtype=np.int64),
+        stack_offsets=np.asarray(offsets, dtype=np.int64),
+        values=np.asarray(vals, dtype=np.int64).reshape(len(vals), k),
+        **kwargs,
+    ).validate()
+
+
+def from_folded(
+    folded: str | TMapping[str, int],
+    sample_type: tuple[str, str] = ("samples", "count"),
+    **kwargs,
+) -> ExportProfile:
+    """Folded stacks (text in flamegraph.pl's format, or a ``{stack: count}``
+    mapping) → ExportProfile with one sample type."""
+    from ..profile.folded import parse_folded
+
+    if isinstance(folded, str):
+        folded = parse_folded(folded)
+    return from_stacks(((stack.split(";"), count) for stack, count in folded.items()), [sample_type], **kwargs)
+
+
+def _sample_types_for(event_names: Sequence[str]) -> list[tuple[str, str]]:
+    types = [("samples", "count")]
+    used = {"samples"}
+    for name in event_names:
+        base = name.split(":")[0]
+        if base in CLOCK_EVENTS:
+            t = ("cpu", "nanoseconds") if "cpu" not in used else (base, "nanoseconds")
+        else:
+            t = (name, "count")
+        used.add(t[0])
+        types.append(t)
+    return types
+
+
+def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: bool = True,
+                 comments: Sequence[str] = ()) -> ExportProfile:
+    """A :class:`pmuscope.profile.Profile` → ExportProfile.
+
+    Sample types: ``samples/count`` first (pprof's convention), then one per
+    event: ``<event>/count`` weighted by the sample period, or for a clock
+    event (cpu-clock, task-clock) ``cpu/nanoseconds``. ``period_type`` and
+    ``period`` come from the first event (the median period of its samples).
+    Frames carry mapping-relative addresses (``frame_addr``), one
+    :class:`Mapping` per DSO with its ``build_ids[path]`` when given. With
+    ``aggregate``, samples of the same stack, pid, tid, cpu and comm become one
+    row (values summed); ``time`` is then the first sample's.
+    """
+    n = len(p)
+    event_names = list(p.event_names)
+    sample_types = _sample_types_for(event_names)
+    frames_ids, offsets = p.stacks()
+    nframes = len(p.frame_ip)
+    # -- mappings: one per DSO used by a frame
+    dso_ids = sorted({int(d) for d in np.unique(p.frame_dso) if d >= 0}) if nframes else []
+    mapping_of: dict[int, int] = {}
+    mappings: list[Mapping] = []
+    build_ids = build_ids or {}
+    for d in dso_ids:
+        sel = p.frame_dso == d
+        addrs = p.frame_addr[sel].astype(np.uint64)
+        path = p.dso_name(d)
+        limit = min(int(addrs.max()) + 1, (1 << 64) - 1) if len(addrs) else 0
+        mappings.append(Mapping(path, 0, limit, 0, build_ids.get(path, ""), True))
+        mapping_of[d] = len(mappings)
+    frames: list[Frame] = []
+    sym_cache: dict[int, str] = {}
+    for fid in range(nframes):
+        s, d = int(p.frame_sym[fid]), int(p.frame_dso[fid])
+        if s >= 0:
+            name = sym_cache.get(s)
+            if name is None:
+                name = sym_cache[s] = p.sym_name(s)
+        elif d >= 0:
+            name = f"[{p.dso_short_name(d)}]"
+        else:
+            name = "[unknown]"
+        frames.append(Frame(name, file=p.dso_name(d) if d >= 0 else "", address=int(p.frame_addr[fid]),
+                            mapping=mapping_of.get(d, 0), kernel=bool(p.frame_kernel[fid])))
+    values = np.zeros((n, len(sample_types)), dtype=np.int64)
+    values[:, 0] = 1
+    if n:
+        ev = np.asarray(p.event, dtype=np.int64)
+        period = np.asarray(p.period, dtype=np.int64)
+        for e in range(len(event_names)):
+            m = ev == e
+            values[m, 1 + e] = period[m]
+    period_type = sample_types[1] if len(sample_types) > 1 else None
+    period_value = 0
+    if n and event_names:
+        first = np.asarray(p.period)[np.asarray(p.event) == 0]
+        period_value = int(np.median(first)) if len(first) else 0
+    cpu = np.asarray(p.cpu, dtype=np.int64) if getattr(p, "has_cpu", True) else None
+    time = np.asarray(p.time, dtype=np.int64) if getattr(p, "has_time", True) else None
+    stack = np.asarray(frames_ids, dtype=np.int64)
+    stack_offsets = np.asarray(offsets, dtype=np.int64)
+    pid = np.asarray(p.pid, dtype=np.int64)
+    tid = np.asarray(p.tid, dtype=np.int64)
+    comm = np.asarray(p.comm, dtype=np.int64)
+    t0 = int(time.min()) if time is not None and n and time.any() else 0
+    t1 = int(time.max()) if time is not None and n else 0
+    out = ExportProfile(
+        sample_types=sample_types, frames=frames, stack=stack, stack_offsets=stack_offsets, values=values,
+        pid=pid, tid=tid, cpu=cpu, time=time, comm=comm, comms=list(p.comms), mappings=mappings,
+        period_type=period_type, period=period_value, time_nanos=0, duration_nanos=max(t1 - t0, 0),
+        comments=list(comments), default_sample_type=sample_types[1][0] if len(sample_types) > 1 else "",
+        name=getattr(p, "source", "") or "pmuscope",
+    )
+    return aggregate_rows(out) if aggregate else out.validate()
+
+
+def aggregate_rows(ep: ExportProfile) -> ExportProfile:
+    """Merge rows with the same stack and labels (pid, tid, cpu, comm), summing
+    their values; the merged row keeps the earliest time."""
+    n = len(ep)
+    if n == 0:
+        return ep.validate()
+    # a stack id per row: identical frame sequences share it
+    lens = np.diff(ep.stack_offsets)
+    stack_key: dict[bytes, int] = {}
+    st = ep.stack.astype(np.int64)
+    off = ep.stack_offsets.tolist()
+    sid = np.fromiter((stack_key.setdefault(st[off[i]:off[i + 1]].tobytes(), len(stack_key)) for i in range(n)),
+                      dtype=np.int64, count=n)
+    cols = [sid]
+    for name in ("pid", "tid", "cpu", "comm"):
+        a = getattr(ep, name)
+        cols.append(np.asarray(a, dtype=np.int64) if a is not None else np.zeros(n, dtype=np.int64))
+    keys = np.stack(cols, axis=1)
+    uniq, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(first, kind="stable")  # keep first-seen order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    new = rank[inv]
+    m = len(uniq)
+    values = np.zeros((m, ep.values.shape[1]), dtype=np.int64)
+    np.add.at(values, new, ep.values)
+    rows = first[order]
+    new_lens = lens[rows]
+    new_off = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(new_lens, out=new_off[1:])
+    idx = np.repeat(ep.stack_offsets[:-1][rows] - new_off[:-1], new_lens) + np.arange(int(new_off[-1]), dtype=np.int64)
+    time = None
+    if ep.time is not None:
+        time = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(time, new, np.asarray(ep.time, dtype=np.int64))
+
+    def take(a):
+        return None if a is None else np.asarray(a)[rows]
+
+    return ExportProfile(
+        sample_types=ep.sample_types, frames=ep.frames, stack=ep.stack[idx], stack_offsets=new_off, values=values,
+        pid=take(ep.pid), tid=take(ep.tid), cpu=take(ep.cpu), time=time, comm=take(ep.comm), comms=ep.comms,
+        mappings=ep.mappings, period_type=ep.period_type, period=ep.period, time_nanos=ep.time_nanos,
+        duration_nanos=ep.duration_nanos, comments=ep.comments, default_sample_type=ep.default_sample_type,
+        name=ep.name,
+    ).validate()

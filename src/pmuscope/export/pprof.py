@@ -1,0 +1,155 @@
+"""pprof: gzipped ``perftools.profiles.Profile`` (google/pprof
+``proto/profile.proto``), encoded by hand — the format needs only varints and
+length-delimited fields, so there is no protobuf dependency.
+
+Layout written (field numbers from profile.proto): ``sample_type`` (1) per
+:attr:`ExportProfile.sample_types`; ``sample`` (2) with packed
+``location_id`` (leaf first) and ``value``, ``label`` (3) ``pid``/``tid``/
+``cpu`` as numbers and ``comm`` as a string; ``mapping`` (3) with ``build_id``;
+``location`` (4) one per frame (id = frame id + 1) with one ``line``;
+``function`` (5) one per distinct (name, system_name, file); ``string_table``
+(6) with ``""`` first; ``time_nanos`` (9), ``duration_nanos`` (10),
+``period_type`` (11), ``period`` (12), ``comment`` (13),
+``default_sample_type`` (14). proto3 fields at their default are omitted.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+
+from .model import ExportProfile
+
+_VARINT, _LEN = 0, 2
+_SMALL = [bytes([i]) for i in range(128)]
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint of an unsigned value; a negative int64 is its 64-bit
+    two's complement (10 bytes), as protobuf encodes int64."""
+    if 0 <= n < 128:
+        return _SMALL[n]
+    if n < 0:
+        n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _key(field: int, wire: int) -> bytes:
+    return varint((field << 3) | wire)
+
+
+def field_varint(field: int, n: int) -> bytes:
+    """A varint field; omitted (b"") at proto3's default 0."""
+    return _key(field, _VARINT) + varint(int(n)) if n else b""
+
+
+def field_bytes(field: int, data: bytes) -> bytes:
+    return _key(field, _LEN) + varint(len(data)) + data
+
+
+def field_packed(field: int, values) -> bytes:
+    if not len(values):
+        return b""
+    return field_bytes(field, b"".join(varint(int(v)) for v in values))
+
+
+class StringTable:
+    """pprof's string table: index 0 is always ``""``."""
+
+    def __init__(self) -> None:
+        self.strings: list[str] = [""]
+        self._index: dict[str, int] = {"": 0}
+
+    def __call__(self, s: str) -> int:
+        i = self._index.get(s)
+        if i is None:
+            i = self._index[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+
+def _value_type(st: StringTable, t: tuple[str, str]) -> bytes:
+    return field_varint(1, st(t[0])) + field_varint(2, st(t[1]))
+
+
+def encode(ep: ExportProfile) -> bytes:
+    """The serialized (not compressed) Profile message of ``ep``."""
+    ep.validate()
+    st = StringTable()
+    out: list[bytes] = []
+    for t in ep.sample_types:
+        out.append(field_bytes(1, _value_type(st, t)))
+
+    # labels are few distinct values: cache their encodings
+    k_pid, k_tid, k_cpu, k_comm = st("pid"), st("tid"), st("cpu"), st("comm")
+    label_cache: dict[tuple[int, int, bool], bytes] = {}
+
+    def label(key: int, value: int, is_str: bool) -> bytes:
+        ck = (key, value, is_str)
+        b = label_cache.get(ck)
+        if b is None:
+            body = field_varint(1, key) + (field_varint(2, value) if is_str else field_varint(3, value) or _key(3, 0) + b"\x00")
+            b = label_cache[ck] = field_bytes(3, body)
+        return b
+
+    comm_idx = [st(c) for c in ep.comms]
+    n = len(ep)
+    off = ep.stack_offsets.tolist()
+    loc_ids = (ep.stack.astype(np.int64) + 1).tolist()
+    values = ep.values.tolist()
+    cols = [(k, getattr(ep, name).tolist()) for k, name in ((k_pid, "pid"), (k_tid, "tid"), (k_cpu, "cpu"))
+            if getattr(ep, name) is not None]
+    comm_col = ep.comm.tolist() if ep.comm is not None else None
+    for i in range(n):
+        body = field_packed(1, loc_ids[off[i]:off[i + 1]]) + field_packed(2, values[i])
+        labels = [label(k, col[i], False) for k, col in cols if col[i] >= 0]
+        if comm_col is not None and comm_col[i] >= 0:
+            labels.append(label(k_comm, comm_idx[comm_col[i]], True))
+        out.append(field_bytes(2, body + b"".join(labels)))
+
+    for mid, m in enumerate(ep.mappings, 1):
+        body = (field_varint(1, mid) + field_varint(2, m.memory_start) + field_varint(3, m.memory_limit)
+                + field_varint(4, m.file_offset) + field_varint(5, st(m.filename)) + field_varint(6, st(m.build_id))
+                + field_varint(7, int(m.has_functions)))
+        out.append(field_bytes(3, body))
+
+    functions: dict[tuple[str, str, str], int] = {}
+    func_msgs: list[bytes] = []
+    for fid, f in enumerate(ep.frames, 1):
+        fkey = (f.name, f.system_name, f.file)
+        func_id = functions.get(fkey)
+        if func_id is None:
+            func_id = functions[fkey] = len(functions) + 1
+            func_msgs.append(field_bytes(5, field_varint(1, func_id) + field_varint(2, st(f.name))
+                                         + field_varint(3, st(f.system_name or f.name)) + field_varint(4, st(f.file))))
+        line = field_bytes(4, field_varint(1, func_id) + field_varint(2, f.line))
+        out.append(field_bytes(4, field_varint(1, fid) + field_varint(2, f.mapping) + field_varint(3, f.address) + line))
+    out.extend(func_msgs)
+
+    tail = [field_varint(9, ep.time_nanos), field_varint(10, ep.duration_nanos)]
+    if ep.period_type is not None:
+        tail.append(field_bytes(11, _value_type(st, ep.period_type)))
+    tail.append(field_varint(12, ep.period))
+    comments = [st(c) for c in ep.comments]
+    if ep.default_sample_type:
+        tail.append(field_varint(14, st(ep.default_sample_type)))
+    # the string table last: every index above is assigned by now
+    strings = b"".join(field_bytes(6, s.encode("utf-8")) for s in st.strings)
+    return b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
+
+
+def dumps(ep: ExportProfile) -> bytes:
+    """Gzipped Profile (what ``go tool pprof``, Pyroscope and Parca read)."""
+    return gzip.compress(encode(ep), compresslevel=6, mtime=0)
+
+
+def write(ep: ExportProfile, path: str) -> str:
+    with open(path, "wb") as f:
+        f.write(dumps(ep))
+    return path
