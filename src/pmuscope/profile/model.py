@@ -259,6 +259,8 @@ class ProfileBuilder:
         self.comms: list[str] = []
         self._comm_ids: dict[str, int] = {}
         self._comm_of: dict[int, int] = {}  # tid -> comm id
+        # perf names the idle task (pid/tid 0) "swapper" (machine__init)
+        self._comm_of[0] = self.comm_id("swapper")
         self._epoch: dict[int, int] = {}  # pid -> address-space generation
         self._kepoch = 0
         # frame cache: key -> (epoch, sorted ips, frame ids)
