@@ -470,3 +470,23 @@ def test_cpu_lists():
         Recorder("cpu-clock", cpus="1-0", output=None)
     with pytest.raises(errors.PmuscopeError, match="bad CPU list"):
         Recorder("cpu-clock", cpus="x", output=None)
+
+
+def test_module_maps(tmp_path):
+    (tmp_path / "modules").write_text(
+        "xfs 1982464 1 - Live 0xffffffffc0400000\n"
+        "nf_tables 290816 0 - Live 0xffffffffc0200000\n"
+        "hidden 4096 0 - Live 0x0000000000000000\n"
+    )
+    mods = tmp_path / "lib"
+    (mods / "kernel/fs/xfs").mkdir(parents=True)
+    (mods / "modules.dep").write_text("kernel/fs/xfs/xfs.ko.xz: kernel/lib/libcrc32c.ko.xz\n")
+    st = S.IP | S.TID | S.TIME
+    recs = synth_mod.module_mmaps(st, str(tmp_path), modules_root=str(mods))
+    from pmuscope.records import AttrTable, decode
+
+    items = list(decode(b"".join(recs), AttrTable([(abi.perf_event_attr(sample_type=st, sample_id_all=1), [])])))
+    assert [(m.filename, m.addr, m.len, m.pid, m.misc & 7) for m in items] == [
+        (str(mods / "kernel/fs/xfs/xfs.ko.xz"), 0xFFFFFFFFC0400000, 1982464, 0xFFFFFFFF, abi.PERF_RECORD_MISC_KERNEL),
+        ("[nf_tables]", 0xFFFFFFFFC0200000, 290816, 0xFFFFFFFF, abi.PERF_RECORD_MISC_KERNEL),
+    ]

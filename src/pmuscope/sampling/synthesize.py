@@ -1,7 +1,7 @@
 """Side-band records for state that existed before recording started, read
 from procfs the way ``perf record`` synthesizes them
 (``tools/perf/util/synthetic-events.c``): the kernel map as
-``PERF_RECORD_MMAP`` of ``[kernel.kallsyms]_text``, and per process a FORK
+``PERF_RECORD_MMAP`` of ``[kernel.kallsyms]_text`` and one per module, and per process a FORK
 and a COMM per thread plus an MMAP2 per executable mapping.
 
 Every synthesized record carries the ``sample_id_all`` trailer of the
@@ -62,6 +62,45 @@ def kernel_mmap(sample_type: int, procfs_root: str = "/proc") -> bytes:
     return synth.mmap(HOST_KERNEL_PID, 0, start, end - start, start, KERNEL_MMAP_NAME,
                       misc=abi.PERF_RECORD_MISC_KERNEL,
                       sample_id=synth.sample_id(sample_type, pid=HOST_KERNEL_PID, tid=0))
+
+
+def module_mmaps(sample_type: int, procfs_root: str = "/proc", modules_root: str | None = None) -> list[bytes]:
+    """One ``PERF_RECORD_MMAP`` (misc KERNEL, pid -1) per loaded module from
+    ``/proc/modules``, named by its ``.ko`` path from ``modules.dep`` when
+    found, else ``[name]`` (``perf_event__synthesize_modules``). Empty when
+    module addresses are hidden."""
+    try:
+        with open(os.path.join(procfs_root, "modules")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    paths: dict[str, str] = {}
+    if modules_root is None:
+        modules_root = os.path.join("/lib/modules", os.uname().release)
+    try:
+        with open(os.path.join(modules_root, "modules.dep")) as f:
+            for line in f:
+                rel = line.split(":", 1)[0].strip()
+                base = os.path.basename(rel).split(".ko")[0].replace("-", "_")
+                paths[base] = os.path.join(modules_root, rel)
+    except OSError:
+        pass
+    out = []
+    sid = synth.sample_id(sample_type, pid=HOST_KERNEL_PID, tid=0)
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6:
+            continue
+        try:
+            size, addr = int(parts[1]), int(parts[5], 16)
+        except ValueError:
+            continue
+        if not addr:
+            continue
+        name = parts[0]
+        out.append(synth.mmap(HOST_KERNEL_PID, 0, addr, size, 0, paths.get(name, f"[{name}]"),
+                              misc=abi.PERF_RECORD_MISC_KERNEL, sample_id=sid))
+    return out
 
 
 def _status(path: str) -> dict[str, str]:
@@ -173,6 +212,7 @@ def synthesize(pids: Iterable[int], sample_type: int, *, procfs_root: str = "/pr
         k = kernel_mmap(sample_type, procfs_root)
         if k:
             yield k
+            yield from module_mmaps(sample_type, procfs_root)
     for pid in pids:
         yield from process_records(pid, sample_type, procfs_root=procfs_root, data_mmaps=data_mmaps)
 
