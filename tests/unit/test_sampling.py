@@ -145,6 +145,7 @@ GOLDEN = [
     # perf -a with several events moves the tracking bits to an extra dummy event; we keep them on the first
     ("perf-record-vv-a-cpu-clock-sched_switch.txt", dict(events="cpu-clock,sched:sched_switch", system_wide=True), False),
     ("perf-record-vv-t-cpu-clock.txt", dict(events="cpu-clock", tid=os.getpid()), True),
+    ("perf-record-vv-p-cpu-clock.txt", dict(events="cpu-clock", pid=os.getpid()), True),
 ]
 
 
@@ -235,7 +236,7 @@ def fakes(monkeypatch):
         fd.close()
 
 
-@pytest.mark.parametrize("capture,kwargs", [(g[0], g[1]) for g in GOLDEN if "cmd" not in g[1]])
+@pytest.mark.parametrize("capture,kwargs", [(g[0], g[1]) for g in GOLDEN if "cmd" not in g[1] and "pid" not in g[1]])
 def test_open_layout_matches_perf(fakes, capture, kwargs):
     """One fd per (event, CPU), pid -1 for -a and the thread for -t, one ring per CPU."""
     _, perf_opens = _perf_events(capture)
