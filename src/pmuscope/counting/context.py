@@ -33,6 +33,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import PmuscopeError
+from ..system import cpu_list_arg as parse_cpu_list  # noqa: F401  (re-exported)
+from ..system import online_cpus  # noqa: F401  (re-exported)
 
 __all__ = [
     "CpuFreqReader",
@@ -48,35 +50,6 @@ __all__ = [
 ]
 
 _BUF = 1 << 16
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """Parse a kernel CPU list (``0-3,8,10-11``) as found in sysfs ``online``
-    files and taken by ``-C``. Raises PmuscopeError on malformed input."""
-    cpus: list[int] = []
-    text = text.strip()
-    if not text:
-        return cpus
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise PmuscopeError(f"bad CPU list {text!r}: {part!r} is not N or N-M (example: 0-3,8)")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise PmuscopeError(f"bad CPU list {text!r}: range {part!r} runs backwards")
-        cpus.extend(range(lo, hi + 1))
-    return sorted(set(cpus))
-
-
-def online_cpus(sysfs: str = "/sys") -> list[int]:
-    """The online CPUs (``devices/system/cpu/online``), or ``range(os.cpu_count())``."""
-    try:
-        with open(os.path.join(sysfs, "devices/system/cpu/online")) as f:
-            return parse_cpu_list(f.read())
-    except OSError:
-        return list(range(os.cpu_count() or 1))
 
 
 def _read_text(path: str) -> str | None:

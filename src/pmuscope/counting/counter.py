@@ -22,6 +22,8 @@ from ..events.spec import EventSpec
 from ..kernel import abi
 from ..kernel import syscall as _sys
 from .results import Counts, Layout
+from ..system import cpu_list_arg as parse_cpu_list  # noqa: F401  (one cpulist parser, re-exported)
+from ..system import online_cpus  # noqa: F401
 
 _now = time.monotonic_ns
 
@@ -51,31 +53,6 @@ def group_struct(nr: int) -> struct.Struct:
 
 # --- targets -----------------------------------------------------------------
 
-def online_cpus(sysfs: str = "/sys") -> list[int]:
-    try:
-        with open(os.path.join(sysfs, "devices/system/cpu/online")) as f:
-            return parse_cpu_list(f.read())
-    except OSError:
-        return list(range(os.cpu_count() or 1))
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """``"0-3,6"`` → ``[0, 1, 2, 3, 6]`` (the kernel's cpulist format)."""
-    cpus: set[int] = set()
-    text = text.strip()
-    if not text:
-        return []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = part.split("-", 1)
-                cpus.update(range(int(lo), int(hi) + 1))
-            else:
-                cpus.add(int(part))
-        except ValueError:
-            raise errors.PmuscopeError(f"bad CPU list {text!r}: expected e.g. '0-3,6'") from None
-    return sorted(cpus)
 
 
 def process_threads(pid: int, procfs: str = "/proc") -> list[int]:

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..system._fs import parse_cpulist  # noqa: F401  (one cpulist parser; re-exported for callers)
+
 #: attr fields a sysfs format may target
 CONFIG_FIELDS = ("config", "config1", "config2", "config3")
 
@@ -26,21 +28,6 @@ def _read(path: str) -> str | None:
             return f.read().strip()
     except OSError:
         return None
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """``0-3,8,10-11`` → ``[0, 1, 2, 3, 8, 10, 11]``."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(part))
-    return cpus
 
 
 @dataclass(frozen=True)

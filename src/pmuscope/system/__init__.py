@@ -5,7 +5,7 @@ Every reader takes ``root`` ("/" by default) and reads ``<root>/sys/...`` and
 ``<root>/proc/...``, so a captured tree can stand in for a machine.
 """
 
-from ._fs import format_cpulist, parse_cpulist, parse_cpumask
+from ._fs import cpu_list_arg, format_cpulist, online_cpus, parse_cpulist, parse_cpumask
 from .identity import CpuIdentity, Midr, perf_cpuid_matches, read_cpu_identity, read_midr
 from .topology import (
     Cache,
@@ -33,7 +33,9 @@ __all__ = [
     "NumaNode",
     "Socket",
     "Topology",
+    "cpu_list_arg",
     "format_cpulist",
+    "online_cpus",
     "parse_cpulist",
     "parse_cpumask",
     "perf_cpuid_matches",

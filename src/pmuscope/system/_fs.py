@@ -82,6 +82,31 @@ def parse_cpulist(text: str | None) -> list[int]:
     return sorted(cpus)
 
 
+def cpu_list_arg(text: str) -> list[int]:
+    """A CPU list typed by a user (``-C 0-3,8``): :func:`parse_cpulist`, with
+    a :class:`~pmuscope.errors.PmuscopeError` that says what a list looks like."""
+    from ..errors import PmuscopeError
+
+    try:
+        return parse_cpulist(text)
+    except ValueError as err:
+        why = "runs backwards" if "end < start" in str(err) else "is not N or N-M"
+        part = str(err).split("'")[1] if "'" in str(err) else text
+        raise PmuscopeError(f"bad CPU list {text.strip()!r}: {part!r} {why} (example: 0-3,8)") from None
+
+
+def online_cpus(sysfs: str = "/sys") -> list[int]:
+    """The online CPUs (``<sysfs>/devices/system/cpu/online``), or all CPUs
+    ``os.cpu_count()`` reports when that file cannot be read."""
+    import os
+
+    try:
+        with open(os.path.join(sysfs, "devices/system/cpu/online")) as f:
+            return parse_cpulist(f.read())
+    except (OSError, ValueError):
+        return list(range(os.cpu_count() or 1))
+
+
 def format_cpulist(cpus: Iterable[int]) -> str:
     """The inverse of :func:`parse_cpulist` (ranges, no strides): ``[0,1,2,5]`` → ``"0-2,5"``."""
     items = sorted(set(cpus))
