@@ -168,12 +168,17 @@ def test_attach_to_running_process(tmp_path, perf_bin):
 
 
 def test_no_lost_samples_at_10khz(tmp_path, perf_bin):
-    out, proc = record(tmp_path, "-e", "cpu-clock", "-F", "10000", "-g", "--", *BUSY, "1.0")
+    from pmuscope.sampling.session import max_sample_rate
+
+    # the kernel lowers perf_event_max_sample_rate after slow sampling interrupts (busy VMs):
+    # then this checks the highest rate it still allows
+    rate = min(10000, max_sample_rate() or 10000)
+    out, proc = record(tmp_path, "-e", "cpu-clock", "-F", str(rate), "-g", "--", *BUSY, "1.0")
     assert not re.search(r"\d+ lost|warning", proc.stderr), proc.stderr
     f = PerfDataFile(str(out))
     counts = f.counts()
     assert counts.get(2, 0) == 0 and counts.get(13, 0) == 0  # PERF_RECORD_LOST, LOST_SAMPLES
-    assert f.sample_counts()[0] >= 3000
+    assert f.sample_counts()[0] >= rate * 0.3
     stats = perf(perf_bin, "report", "--stats", "-i", str(out))
     assert "LOST" not in stats
 

@@ -491,3 +491,13 @@ def test_module_maps(tmp_path):
         (str(mods / "kernel/fs/xfs/xfs.ko.xz"), 0xFFFFFFFFC0400000, 1982464, 0xFFFFFFFF, abi.PERF_RECORD_MISC_KERNEL),
         ("[nf_tables]", 0xFFFFFFFFC0200000, 290816, 0xFFFFFFFF, abi.PERF_RECORD_MISC_KERNEL),
     ]
+
+
+def test_frequency_against_max_sample_rate(tmp_path):
+    (tmp_path / "sys/kernel").mkdir(parents=True)
+    (tmp_path / "sys/kernel/perf_event_max_sample_rate").write_text("2500\n")
+    rec = Recorder("cpu-clock", cmd=["true"], output=None, procfs_root=str(tmp_path))
+    assert rec.attrs[0].sample_freq == 2500 and "lowering the default frequency from 4000 to 2500" in rec.notes[0]
+    with pytest.raises(errors.InvalidAttrError, match="exceeds kernel.perf_event_max_sample_rate=2500"):
+        Recorder("cpu-clock", freq=3000, cmd=["true"], output=None, procfs_root=str(tmp_path))
+    assert Recorder("cpu-clock", period=10, cmd=["true"], output=None, procfs_root=str(tmp_path)).attrs[0].sample_period == 10

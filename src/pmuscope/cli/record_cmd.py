@@ -20,7 +20,8 @@ DESCRIPTION = (
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-e", "--event", action="append", default=[], metavar="EVENTS", help="event list (perf -e syntax); repeatable")
     rate = p.add_mutually_exclusive_group()
-    rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="sample at HZ samples per second (default 4000)")
+    rate.add_argument("-F", "--freq", metavar="HZ", help="sample at HZ samples per second (default 4000; 'max': "
+                      "kernel.perf_event_max_sample_rate)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("-g", dest="callgraph", action="store_true", help="record frame-pointer call chains")
     p.add_argument("--call-graph", metavar="fp", help="call-chain mode (only fp is supported)")
@@ -56,14 +57,25 @@ def run(args: argparse.Namespace) -> int:
         raise errors.PmuscopeError("give a command, -p PID or -t TID, not several")
     if args.call_graph and args.call_graph.split(",")[0] != "fp":
         raise errors.PmuscopeError(f"--call-graph {args.call_graph}: only frame-pointer call chains (fp) are supported")
-    if args.freq is not None and args.freq <= 0:
-        raise errors.PmuscopeError(f"-F {args.freq}: the frequency must be a positive number of Hz")
+    freq = None
+    if args.freq is not None:
+        if args.freq == "max":
+            from ..sampling.session import max_sample_rate
+
+            freq = max_sample_rate() or 4000
+        else:
+            try:
+                freq = int(args.freq)
+            except ValueError:
+                freq = 0
+            if freq <= 0:
+                raise errors.PmuscopeError(f"-F {args.freq}: the frequency must be a positive number of Hz or 'max'")
     if args.count is not None and args.count <= 0:
         raise errors.PmuscopeError(f"-c {args.count}: the period must be positive")
     events = ",".join(args.event) or None
     rec = Recorder(
         events,
-        freq=args.freq or 4000,
+        freq=freq,
         period=args.count,
         callgraph=args.callgraph or bool(args.call_graph),
         pid=_ints(args.pid, "PID"),

@@ -40,6 +40,17 @@ S = abi.PerfSample
 
 #: data pages per ring: 128 pages = 512 KiB, perf's default for a privileged user
 DEFAULT_MMAP_PAGES = 128
+#: perf record's default sampling frequency (Hz)
+DEFAULT_FREQ = 4000
+
+
+def max_sample_rate(procfs_root: str = "/proc") -> int | None:
+    """``kernel.perf_event_max_sample_rate`` (Hz), or None when unreadable."""
+    try:
+        with open(os.path.join(procfs_root, "sys/kernel/perf_event_max_sample_rate")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 _default_event_cache: dict[str, str] = {}
 
@@ -136,7 +147,9 @@ class Recorder:
     """A sampling session.
 
     ``events`` is a perf event list (``-e`` syntax; default: :func:`default_event`).
-    Sampling at ``freq`` Hz (default 4000), or every ``period`` events.
+    Sampling at ``freq`` Hz (default 4000, lowered with a note to
+    ``kernel.perf_event_max_sample_rate`` when that is lower, like perf; an
+    explicit ``freq`` above it is an error), or every ``period`` events.
     ``callgraph=True`` records frame-pointer call chains (``-g``). Target:
     ``cmd`` (an argv to launch, enabled at exec), ``pid``/``tid`` (attach),
     ``system_wide`` or ``cpus`` (a list or perf cpu-list string); ``cmd`` may
@@ -155,7 +168,7 @@ class Recorder:
         self,
         events: str | Sequence[str] | None = None,
         *,
-        freq: int = 4000,
+        freq: int | None = None,
         period: int | None = None,
         callgraph: bool = False,
         pid: int | Sequence[int] | None = None,
@@ -178,6 +191,21 @@ class Recorder:
             raise errors.PmuscopeError(f"sample period must be positive, got {period}")
         if freq is not None and freq <= 0 and period is None:
             raise errors.PmuscopeError(f"sample frequency must be positive, got {freq}")
+        self.notes: list[str] = []
+        max_rate = max_sample_rate(procfs_root)
+        if freq is None:
+            freq = DEFAULT_FREQ
+            if max_rate is not None and freq > max_rate:
+                # perf: "Lowering default frequency rate from 4000 to N" (record__opts_config_freq)
+                self.notes.append(f"lowering the default frequency from {freq} to {max_rate} Hz "
+                                  "(kernel.perf_event_max_sample_rate)")
+                freq = max_rate
+        elif period is None and max_rate is not None and freq > max_rate:
+            raise errors.InvalidAttrError(
+                f"-F {freq} exceeds kernel.perf_event_max_sample_rate={max_rate} (the kernel lowers it after slow "
+                "sampling interrupts): use a lower frequency, or raise /proc/sys/kernel/perf_event_max_sample_rate"
+            )
+        self.freq = freq
         self.pids = _as_list(pid)
         self.tids = _as_list(tid)
         if self.pids and self.tids:
@@ -232,7 +260,6 @@ class Recorder:
         self.workload = None
         self.writer = None
         self._pipe = False
-        self.notes: list[str] = []
         self._started = False
         self._closed = False
         self._stop = threading.Event()
@@ -686,7 +713,7 @@ def _as_list(v) -> list[int]:
 def record(
     events: str | Sequence[str] | None = None,
     *,
-    freq: int = 4000,
+    freq: int | None = None,
     period: int | None = None,
     callgraph: bool = False,
     pid: int | Sequence[int] | None = None,
