@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "script": "script_cmd",
     "profile": "profile_cmd",
     "serve": "serve_cmd",
+    "numatop": "numatop_cmd",
     "export": "export_cmd",
 }
 

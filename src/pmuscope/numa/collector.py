@@ -1,0 +1,361 @@
+"""The live side of the NUMA view: per-CPU switch-sampling groups (see
+:mod:`pmuscope.numa.attribution` for why and how) and uncore memory-controller
+/ socket-link counters.
+
+:class:`SwitchCollector` opens, on every CPU, the group
+``{context-switches (period 1, SAMPLE_READ|TID|TIME, context_switch=1),
+clk, ir, rma..., lma...}``; the hardware members that do not exist here are
+left out and named in :attr:`SwitchCollector.unavailable`. With no hardware
+PMU at all the group is the software leader alone, which still gives every
+thread's on-CPU time per CPU and node.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import PmuscopeError
+from ..kernel import PerfEventFd, abi
+from ..kernel.ring import RingBuffer
+from ..system import _fs
+from .attribution import Attribution, SwitchAttributor
+from .platforms import METRICS, EventRef, Platform
+
+_F = abi.PerfFormat
+READ_FORMAT = int(_F.GROUP | _F.ID | _F.TOTAL_TIME_ENABLED | _F.TOTAL_TIME_RUNNING)
+SAMPLE_TYPE = int(abi.PERF_SAMPLE_IDENTIFIER | abi.PERF_SAMPLE_TID | abi.PERF_SAMPLE_TIME | abi.PERF_SAMPLE_CPU
+                  | abi.PERF_SAMPLE_READ | abi.PERF_SAMPLE_PERIOD)
+CLOCK = time.CLOCK_MONOTONIC
+
+
+def leader_attr() -> abi.perf_event_attr:
+    """The group leader: one sample per context switch (switch-out side)."""
+    return abi.perf_event_attr(
+        type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.CONTEXT_SWITCHES, sample_period=1,
+        sample_type=SAMPLE_TYPE, read_format=READ_FORMAT, disabled=1, context_switch=1, sample_id_all=1,
+        use_clockid=1, clockid=CLOCK, watermark=1, wakeup_watermark=65536,
+    )
+
+
+def member_attr(ref: EventRef) -> abi.perf_event_attr:
+    return abi.perf_event_attr(sample_type=SAMPLE_TYPE, read_format=READ_FORMAT, sample_id_all=1, use_clockid=1,
+                               clockid=CLOCK, **ref.attr_fields())
+
+
+def _read_group(fd: PerfEventFd, nr: int) -> tuple[list[int], int, int]:
+    """A group read: (values leader first, time_enabled, time_running)."""
+    data = fd.read(8 * (3 + 2 * nr))
+    got, te, tr = struct.unpack_from("<QQQ", data)
+    vals = [struct.unpack_from("<Q", data, 24 + 16 * i)[0] for i in range(got)]
+    return vals, te, tr
+
+
+class SwitchCollector:
+    """Per-CPU switch-sampling groups over ``cpus``; :meth:`collect` returns
+    the :class:`~pmuscope.numa.attribution.Attribution` of the interval since
+    the previous call."""
+
+    def __init__(self, platform: Platform, cpus: list[int], *, pages: int = 256, hardware: bool = True) -> None:
+        self.platform = platform
+        self.cpus = list(cpus)
+        self.pages = pages
+        self.hardware = hardware
+        #: metric → why it cannot be counted here
+        self.unavailable: dict[str, str] = {}
+        #: the member events opened (in group order) and the metric each feeds
+        self.members: list[tuple[str, EventRef]] = []
+        self._groups: dict[int, tuple[PerfEventFd, list[PerfEventFd], RingBuffer]] = {}
+        self._chunks: dict[int, list[bytes]] = {}
+        self._left: dict[int, list[tuple]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._attrs = None
+        self.attributor: SwitchAttributor | None = None
+        self.multiplexed: dict[int, float] = {}
+        self.lost = 0
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("time_ns",) + tuple(f"{m}:{i}" for i, (m, _) in enumerate(self.members))
+
+    # -- setup
+    def _probe_members(self, cpu: int) -> None:
+        """Which platform events open here, trying each in a real group on ``cpu``."""
+        if not self.hardware:
+            for m in METRICS:
+                self.unavailable.setdefault(m, "hardware events disabled (--no-pmu)")
+            return
+        leader = PerfEventFd(leader_attr(), pid=-1, cpu=cpu, event="context-switches")
+        opened: list[PerfEventFd] = []
+        try:
+            for metric in METRICS:
+                refs = self.platform.events.get(metric)
+                if not refs:
+                    self.unavailable.setdefault(metric, self.platform.missing.get(metric, f"no {metric} event for this CPU"))
+                    continue
+                trial = []
+                try:
+                    for ref in refs:
+                        trial.append(PerfEventFd(member_attr(ref), pid=-1, cpu=cpu, group=leader, event=ref.name))
+                except PmuscopeError as err:
+                    for fd in trial:
+                        fd.close()
+                    names = "+".join(r.name for r in refs)
+                    self.unavailable[metric] = f"{names} does not open here: {str(err).splitlines()[0]}"
+                    continue
+                opened.extend(trial)
+                self.members.extend((metric, ref) for ref in refs)
+        finally:
+            for fd in opened:
+                fd.close()
+            leader.close()
+
+    def open(self) -> "SwitchCollector":
+        from ..records import AttrTable
+
+        if not self.cpus:
+            raise PmuscopeError("no CPUs to observe")
+        self._probe_members(self.cpus[0])
+        lead = leader_attr()
+        mattrs = [member_attr(ref) for _, ref in self.members]
+        try:
+            for cpu in self.cpus:
+                self._open_cpu(cpu, lead, mattrs)
+        except PmuscopeError:
+            self.close()
+            raise
+        ids = [[g[0].id() for g in self._groups.values()]]
+        for i in range(len(mattrs)):
+            ids.append([g[1][i].id() for g in self._groups.values()])
+        self._attrs = AttrTable([(lead, ids[0])] + [(a, ids[i + 1]) for i, a in enumerate(mattrs)])
+        return self
+
+    def _open_cpu(self, cpu: int, lead, mattrs) -> None:
+        leader = PerfEventFd(lead, pid=-1, cpu=cpu, event="context-switches")
+        members = []
+        try:
+            for (_, ref), a in zip(self.members, mattrs):
+                members.append(PerfEventFd(a, pid=-1, cpu=cpu, group=leader, event=ref.name))
+            ring = RingBuffer(leader, pages=self.pages)
+        except PmuscopeError:
+            for fd in members:
+                fd.close()
+            leader.close()
+            raise
+        self._groups[cpu] = (leader, members, ring)
+        self._chunks[cpu] = []
+        self._left[cpu] = []
+
+    def start(self) -> "SwitchCollector":
+        self.attributor = SwitchAttributor(self.columns)
+        for cpu, (leader, _, _) in self._groups.items():
+            t0 = time.clock_gettime_ns(CLOCK)
+            leader.enable(group=True)
+            self.attributor.start(cpu, 0, [t0] + [0] * len(self.members))
+        self._thread = threading.Thread(target=self._loop, name="pmuscope-numa", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            for cpu, (_, _, ring) in self._groups.items():
+                chunk = ring.read_records()
+                if chunk:
+                    self._chunks[cpu].append(chunk)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        for leader, members, ring in self._groups.values():
+            ring.close()
+            for fd in members:
+                fd.close()
+            leader.close()
+        self._groups.clear()
+
+    def __enter__(self) -> "SwitchCollector":
+        return self.open().start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- hot plug
+    def sync_cpus(self, cpus: list[int]) -> None:
+        """Open groups on hot-added CPUs and close those of removed ones."""
+        want = set(cpus)
+        for cpu in sorted(set(self._groups) - want):
+            leader, members, ring = self._groups.pop(cpu)
+            ring.close()
+            for fd in members:
+                fd.close()
+            leader.close()
+            if self.attributor is not None:
+                self.attributor.forget_cpu(cpu)
+        lead = leader_attr()
+        mattrs = [member_attr(ref) for _, ref in self.members]
+        for cpu in sorted(want - set(self._groups)):
+            try:
+                self._open_cpu(cpu, lead, mattrs)
+            except PmuscopeError:
+                continue  # went offline again
+            leader = self._groups[cpu][0]
+            ids = [leader.id()] + [m.id() for m in self._groups[cpu][1]]
+            for entry, i in zip(self._attrs.entries, ids):
+                entry.ids.append(i)
+                self._attrs.by_id[i] = entry.index
+            t0 = time.clock_gettime_ns(CLOCK)
+            leader.enable(group=True)
+            if self.attributor is not None:
+                self.attributor.start(cpu, 0, [t0] + [0] * len(self.members))
+        self.cpus = sorted(self._groups)
+
+    # -- collection
+    def _decode(self, cpu: int) -> tuple[list[tuple], list[tuple[int, int, int]]]:
+        """(samples, switch-ins) of the chunks drained from ``cpu``'s ring."""
+        from ..records import decode
+        from ..records.types import SwitchCpuWide
+
+        width = 1 + len(self.members)
+        samples: list[tuple] = list(self._left[cpu])
+        ins: list[tuple[int, int, int]] = []
+        chunks, self._chunks[cpu] = self._chunks[cpu], []
+        for chunk in chunks:
+            for item in decode(chunk, self._attrs):
+                if isinstance(item, SwitchCpuWide):
+                    if not item.out and item.sample_id is not None:
+                        ins.append((item.sample_id.time, item.sample_id.pid, item.sample_id.tid))
+                elif hasattr(item, "read_value") and item.read_value is not None:
+                    vals = np.asarray(item.read_value, dtype=np.float64).reshape(len(item), width)
+                    samples.append((vals[:, 0].astype(np.int64), np.asarray(item.pid), np.asarray(item.tid),
+                                    np.asarray(item.time, dtype=np.float64), vals[:, 1:]))
+        self._left[cpu] = []
+        return samples, ins
+
+    def collect(self) -> Attribution:
+        """Read every group, attribute everything up to the read, return the
+        interval's per-(pid, tid, cpu) sums."""
+        assert self.attributor is not None, "start() first"
+        reads: dict[int, tuple[list[int], int, int, int]] = {}
+        for cpu, (leader, members, _) in self._groups.items():
+            vals, te, tr = _read_group(leader, 1 + len(members))
+            reads[cpu] = (vals, te, tr, time.clock_gettime_ns(CLOCK))
+        self._drain()
+        with self._lock:
+            for cpu, (vals, te, tr, t_read) in reads.items():
+                samples, ins = self._decode(cpu)
+                n_read = vals[0]
+                running = None
+                last_t = -1
+                before_parts, after_parts = [], []
+                for n, pid, tid, t, v in samples:
+                    b = n <= n_read
+                    if b.any():
+                        before_parts.append((n[b], pid[b], tid[b], np.column_stack([t[b], v[b]])))
+                        last_t = max(last_t, int(t[b][-1]))
+                    if (~b).any():
+                        a = ~b
+                        after_parts.append((n[a], pid[a], tid[a], t[a], v[a]))
+                        if running is None and int(n[a][0]) == n_read + 1:
+                            running = (int(pid[a][0]), int(tid[a][0]))
+                for n, pid, tid, v in before_parts:
+                    self.attributor.feed(cpu, n, pid, tid, v)
+                if running is None:
+                    cand = [(t, p, tid) for t, p, tid in ins if last_t <= t <= t_read]
+                    if cand:
+                        running = (cand[-1][1], cand[-1][2])
+                self.attributor.boundary(cpu, n_read, [t_read] + vals[1:], running)
+                self._left[cpu] = after_parts
+                self.multiplexed[cpu] = 1.0 if te == 0 else tr / te
+        self.lost = sum(g[2].lost for g in self._groups.values())
+        return self.attributor.take()
+
+
+# -- uncore bandwidth --------------------------------------------------------------
+
+
+class UncoreCounters:
+    """Memory-controller (``uncore_imc_N``) and socket-link (``uncore_upi_N`` /
+    ``uncore_qpi_N``) counting events, opened on the CPU each uncore PMU's
+    ``cpumask`` names, like numatop's ``pf_uncoreimc_setup``. :meth:`read`
+    returns MB per node since the previous read, scaled by enabled/running."""
+
+    def __init__(self, platform: Platform, node_of_cpu: dict[int, int], root: str = "/") -> None:
+        self.platform = platform
+        self.node_of_cpu = node_of_cpu
+        self.root = root
+        self.unavailable: dict[str, str] = {}
+        self._fds: dict[str, list[tuple[int, PerfEventFd, float]]] = {}
+        self._last: dict[int, tuple[int, int, int]] = {}
+
+    def open(self) -> "UncoreCounters":
+        base = "sys/bus/event_source/devices"
+        pmus = _fs.listdir(self.root, base)
+        for metric, keys in (("imc_mb", ("imc",)), ("upi_mb", ("upi", "qpi"))):
+            if metric in self.platform.missing:
+                self.unavailable[metric] = self.platform.missing[metric]
+                continue
+            specs = [self.platform.uncore[k] for k in keys if k in self.platform.uncore]
+            opened: list[tuple[int, PerfEventFd, float]] = []
+            tried = []
+            for spec in specs:
+                for name in (p for p in pmus if p.startswith(spec["pmu_prefix"])):
+                    tried.append(name)
+                    ptype = _fs.read_int(self.root, f"{base}/{name}/type")
+                    cpus = _fs.parse_cpulist(_fs.read_text(self.root, f"{base}/{name}/cpumask")) or [0]
+                    if ptype is None:
+                        continue
+                    for cpu in cpus:
+                        try:
+                            fd = PerfEventFd(abi.perf_event_attr(type=ptype, config=int(spec["config"], 0),
+                                                                 read_format=int(_F.TOTAL_TIME_ENABLED | _F.TOTAL_TIME_RUNNING)),
+                                             pid=-1, cpu=cpu, event=f"{name}/config={spec['config']}/")
+                        except PmuscopeError as err:
+                            self.unavailable[metric] = f"{name} does not open: {str(err).splitlines()[0]}"
+                            continue
+                        opened.append((cpu, fd, float(spec.get("bytes_per_count", 64))))
+                if opened:
+                    break
+            if opened:
+                self._fds[metric] = opened
+            elif metric not in self.unavailable:
+                prefixes = "/".join(s["pmu_prefix"] + "N" for s in specs) or "uncore"
+                self.unavailable[metric] = f"no {prefixes} PMU here (bare-metal server uncore only)"
+        return self
+
+    def read(self) -> dict[str, dict[int, float]]:
+        out: dict[str, dict[int, float]] = {}
+        for metric, fds in self._fds.items():
+            per_node: dict[int, float] = {}
+            for cpu, fd, bpc in fds:
+                value, te, tr = struct.unpack("<QQQ", fd.read(24))
+                lv, lte, ltr = self._last.get(fd.fd, (0, 0, 0))
+                self._last[fd.fd] = (value, te, tr)
+                dv, dte, dtr = value - lv, te - lte, tr - ltr
+                scaled = dv * dte / dtr if dtr > 0 else 0.0
+                node = self.node_of_cpu.get(cpu, 0)
+                per_node[node] = per_node.get(node, 0.0) + scaled * bpc / 2**20
+            out[metric] = per_node
+        return out
+
+    def close(self) -> None:
+        for fds in self._fds.values():
+            for _, fd, _ in fds:
+                fd.close()
+        self._fds.clear()
+
+
+def describe(platform: Platform) -> dict[str, Any]:
+    return platform.to_dict()

@@ -1,0 +1,103 @@
+"""`pmuscope numatop` on this machine: a CPU-bound process shows up with the
+CPU% its own scheduler accounting says, node 0 holds its memory, and what
+cannot be measured is null with a reason (unprivileged, procfs only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import hardware_pmu_reason
+
+
+def _runtime_ns(pid: int) -> int:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+@pytest.fixture
+def busy():
+    proc = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "8"])
+    time.sleep(0.3)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _numatop(*args: str, user: list[str] | None = None) -> tuple[dict, float]:
+    """Run the command; returns its JSON and the busy-window length."""
+    cmd = (user or []) + [sys.executable, "-m", "pmuscope", "numatop", "--once", "--json", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_busy_process_cpu_pct_and_memory_on_node0(busy):
+    r0, t0 = _runtime_ns(busy.pid), time.monotonic()
+    d = _numatop("-d", "1", "--all")
+    r1, t1 = _runtime_ns(busy.pid), time.monotonic()
+    window_pct = 100 * (r1 - r0) / ((t1 - t0) * 1e9)  # its own accounting over the whole run
+    row = next(p for p in d["processes"] if p["pid"] == busy.pid)
+    assert d["interval_s"] >= 0.9
+    # its CPU time inside the interval cannot exceed what it got over the whole run
+    assert row["cpu_pct"] * d["interval_s"] * 1e7 <= (r1 - r0) * 1.02 + 5e6
+    # on a loaded 2-vCPU machine the loop gets what the scheduler gives it: compare with that
+    assert row["cpu_pct"] == pytest.approx(window_pct, abs=20), (row, window_pct)
+    assert row["cpu_pct"] <= 101
+    assert row["mem_kb"] > 1000 and row["mem_kb_by_node"]["0"] == row["mem_kb"]
+    node0 = d["nodes"][0]
+    assert node0["node"] == 0 and 0 in node0["cpus"] and node0["mem_total_kb"] > 0
+    assert 0 < node0["cpu_pct"] <= 100
+    for col, value in row.items():
+        if value is None:
+            assert col in d["unavailable"], col  # every null column has its reason
+
+
+def test_pmu_columns_and_exact_node_split(busy):
+    reason = hardware_pmu_reason()
+    if reason is not None:
+        pytest.skip(f"needs a hardware PMU: {reason}")
+    d = _numatop("-d", "1", "--all")
+    row = next(p for p in d["processes"] if p["pid"] == busy.pid)
+    assert row["cpi"] is not None and 0.05 < row["cpi"] < 20
+    assert row["clk"] > 1e7 and row["ir"] > 1e7
+    # the side-band's per-node time and schedstat measure the same thing two ways
+    assert row["by_node"][0]["cpu_pct"] == pytest.approx(row["cpu_pct"], abs=15)
+    assert d["attribution"]["method"] == "switch-sampling" and d["attribution"]["samples"] > 0
+    if "rma" not in d["unavailable"]:
+        assert row["rma"] is not None and row["lma"] is not None
+        assert row["rma"] == 0  # one node here: nothing is remote
+
+
+def test_procfs_only_mode_names_every_missing_column(busy):
+    d = _numatop("-d", "0.5", "--no-switches", "--all")
+    row = next(p for p in d["processes"] if p["pid"] == busy.pid)
+    assert row["cpu_pct"] > 0
+    for col in ("rma", "lma", "rma_lma", "cpi", "rpi", "lpi"):
+        assert row[col] is None and d["nodes"][0][col] is None
+        assert d["unavailable"][col]
+    assert "disabled" in d["unavailable"]["cpu_pct_by_node"]
+
+
+def test_unprivileged_user_degrades_with_reasons(busy):
+    if not os.path.exists("/usr/bin/setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to run a command as nobody")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    env_ok = subprocess.run(nobody + [sys.executable, "-c", "import pmuscope"], capture_output=True)
+    if env_ok.returncode != 0:
+        pytest.skip("the checkout is not importable by nobody")
+    d = _numatop("-d", "0.5", "--all", user=nobody)
+    row = next(p for p in d["processes"] if p["pid"] == busy.pid)
+    assert row["cpu_pct"] > 0  # schedstat is world-readable
+    paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    if paranoid > 0:
+        assert "do not open" in d["unavailable"]["cpu_pct_by_node"]
+        assert row["cpi"] is None and "cpi" in d["unavailable"]
