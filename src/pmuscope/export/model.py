@@ -236,20 +236,14 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         limit = min(int(addrs.max()) + 1, (1 << 64) - 1) if len(addrs) else 0
         mappings.append(Mapping(path, 0, limit, 0, build_ids.get(path, ""), True))
         mapping_of[d] = len(mappings)
-    frames: list[Frame] = []
-    sym_cache: dict[int, str] = {}
-    for fid in range(nframes):
-        s, d = int(p.frame_sym[fid]), int(p.frame_dso[fid])
-        if s >= 0:
-            name = sym_cache.get(s)
-            if name is None:
-                name = sym_cache[s] = p.sym_name(s)
-        elif d >= 0:
-            name = f"[{p.dso_short_name(d)}]"
-        else:
-            name = "[unknown]"
-        frames.append(Frame(name, file=p.dso_name(d) if d >= 0 else "", address=int(p.frame_addr[fid]),
-                            mapping=mapping_of.get(d, 0), kernel=bool(p.frame_kernel[fid])))
+    from ..profile.export import frame_labels  # perf's frame naming: symbol, else [dso], else [unknown]
+
+    names = frame_labels(p, annotate_kernel=False) if nframes else []
+    frames = [
+        Frame(names[fid], file=p.dso_name(int(d)) if d >= 0 else "", address=int(a), mapping=mapping_of.get(int(d), 0),
+              kernel=bool(k))
+        for fid, (d, a, k) in enumerate(zip(p.frame_dso.tolist(), p.frame_addr.tolist(), p.frame_kernel.tolist()))
+    ]
     values = np.zeros((n, len(sample_types)), dtype=np.int64)
     values[:, 0] = 1
     if n:
