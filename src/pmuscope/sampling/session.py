@@ -422,12 +422,11 @@ class Recorder:
         self.writer = PerfDataWriter(self.output, argv=self.argv)
         for i, attr in enumerate(self.attrs):
             self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
-        tps = [tuple(s.name.split(":", 1)) for s, a in zip(self.specs, self.attrs)
-               if a.type == abi.PERF_TYPE_TRACEPOINT and ":" in s.name]
+        tps = [_tracepoint_path(s, a) for s, a in zip(self.specs, self.attrs) if a.type == abi.PERF_TYPE_TRACEPOINT]
         if tps:
             from .tpformat import tracing_data
 
-            self.writer.features[Feature.TRACING_DATA] = tracing_data([(a, b.split("/")[0]) for a, b in tps])
+            self.writer.features[Feature.TRACING_DATA] = tracing_data([t for t in tps if t is not None])
 
     def _synthesize(self) -> None:
         st = int(self.attrs[0].sample_type)
@@ -687,6 +686,22 @@ class Recorder:
 
 _HDR = struct.Struct("<IHH")
 _FINISHED_ROUND = _pd_synth.finished_round()
+
+
+def _tracepoint_path(spec, attr) -> tuple[str, str] | None:
+    """``(system, event)`` of a tracepoint evsel: from its name (``sys:event``
+    with any ``:mods``/``/terms/`` dropped) when its tracefs id matches
+    ``attr.config``, else by scanning tracefs ids."""
+    from ..events.tracepoints import find_tracefs, tracepoint_id
+    from .tpformat import _id_path
+
+    tracefs = find_tracefs() or "/sys/kernel/tracing"
+    parts = spec.name.split(":")
+    if len(parts) >= 2:
+        system, event = parts[0], parts[1].split("/")[0]
+        if tracepoint_id(tracefs, system, event) == int(attr.config):
+            return system, event
+    return _id_path(tracefs).get(int(attr.config))
 
 
 def _time_pos(sample_type: int) -> int:
