@@ -257,3 +257,10 @@ def test_gzip_is_deterministic():
     ep = from_folded(FOLDED)
     assert pprof.dumps(ep) == pprof.dumps(ep)
     assert gzip.decompress(pprof.dumps(ep)) == pprof.encode(ep)
+
+
+@settings(max_examples=50, deadline=None)
+@given(hst.lists(hst.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=50))
+def test_vectorized_varints_equal_scalar(values):
+    data, off = pprof.varints(np.array(values, dtype=np.int64))
+    assert [data[off[i]:off[i + 1]] for i in range(len(values))] == [pprof.varint(v) for v in values]

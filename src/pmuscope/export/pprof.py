@@ -40,6 +40,24 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+def varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Varints of a whole array at once: ``(concatenated bytes, byte offsets)``,
+    value ``i`` being ``bytes[off[i]:off[i + 1]]`` (negatives as 64-bit two's complement)."""
+    a = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
+    nbytes = np.ones(len(a), dtype=np.int64)
+    for k in range(1, 10):
+        nbytes += a >= np.uint64(1 << (7 * k))
+    off = np.zeros(len(a) + 1, dtype=np.int64)
+    np.cumsum(nbytes, out=off[1:])
+    out = np.empty(int(off[-1]), dtype=np.uint8)
+    for j in range(int(nbytes.max()) if len(a) else 0):
+        m = nbytes > j
+        byte = (a[m] >> np.uint64(7 * j)) & np.uint64(0x7F)
+        byte |= np.where(nbytes[m] - 1 > j, np.uint64(0x80), np.uint64(0))
+        out[off[:-1][m] + j] = byte.astype(np.uint8)
+    return out.tobytes(), off
+
+
 def _key(field: int, wire: int) -> bytes:
     return varint((field << 3) | wire)
 
@@ -100,18 +118,27 @@ def encode(ep: ExportProfile) -> bytes:
 
     comm_idx = [st(c) for c in ep.comms]
     n = len(ep)
-    off = ep.stack_offsets.tolist()
-    loc_ids = (ep.stack.astype(np.int64) + 1).tolist()
-    values = ep.values.tolist()
-    cols = [(k, getattr(ep, name).tolist()) for k, name in ((k_pid, "pid"), (k_tid, "tid"), (k_cpu, "cpu"))
+    loc_bytes, loc_boff = varints(ep.stack.astype(np.int64) + 1)
+    loc_off = loc_boff[ep.stack_offsets].tolist()  # byte range of each row's location ids
+    val_bytes, val_boff = varints(ep.values.reshape(-1))
+    k = ep.values.shape[1]
+    val_off = val_boff[::k].tolist() if k else [0] * (n + 1)
+    cols = [(key, getattr(ep, name).tolist()) for key, name in ((k_pid, "pid"), (k_tid, "tid"), (k_cpu, "cpu"))
             if getattr(ep, name) is not None]
     comm_col = ep.comm.tolist() if ep.comm is not None else None
+    loc_key, val_key, sample_key = _key(1, _LEN), _key(2, _LEN), _key(2, _LEN)
     for i in range(n):
-        body = field_packed(1, loc_ids[off[i]:off[i + 1]]) + field_packed(2, values[i])
-        labels = [label(k, col[i], False) for k, col in cols if col[i] >= 0]
+        a, b = loc_off[i], loc_off[i + 1]
+        body = [loc_key + varint(b - a) + loc_bytes[a:b]] if b > a else []
+        a, b = val_off[i], val_off[i + 1]
+        body.append(val_key + varint(b - a) + val_bytes[a:b])
+        for key, col in cols:
+            if col[i] >= 0:
+                body.append(label(key, col[i], False))
         if comm_col is not None and comm_col[i] >= 0:
-            labels.append(label(k_comm, comm_idx[comm_col[i]], True))
-        out.append(field_bytes(2, body + b"".join(labels)))
+            body.append(label(k_comm, comm_idx[comm_col[i]], True))
+        msg = b"".join(body)
+        out.append(sample_key + varint(len(msg)) + msg)
 
     for mid, m in enumerate(ep.mappings, 1):
         body = (field_varint(1, mid) + field_varint(2, m.memory_start) + field_varint(3, m.memory_limit)
