@@ -523,6 +523,8 @@ class Recorder:
             ready = p.poll(ms)
         except InterruptedError:
             return
+        if ready:
+            self._result.wakeups += 1  # perf's "Woken up N times": poll() returns with something to do
         for fd, bits in ready:
             if fd == self._wake_r:
                 try:
@@ -533,8 +535,6 @@ class Recorder:
                 self._target_gone = True
             elif bits & (select.POLLHUP | select.POLLERR):
                 self._hung.add(fd)
-            elif bits & select.POLLIN:
-                self._result.wakeups += 1
 
     def _live_rings(self) -> list[RingBuffer]:
         return [r for r in self.rings if r.fileno() not in self._hung]
