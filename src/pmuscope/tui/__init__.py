@@ -1,0 +1,1 @@
+"""Terminal UIs (optional extra ``tui``: textual + rich)."""

@@ -1,0 +1,318 @@
+"""``pmuscope numatop``'s live terminal UI (textual), with numatop's windows:
+
+======  =========================  ==========================================
+key     view                       numatop window
+======  =========================  ==========================================
+H       process list (home)        WIN1 TOPNPROC
+I       normalized (RPI/LPI)       WIN2
+Enter   one process, per node      WIN3 (on the process list) / WIN12 (nodes)
+T       threads of a process       WIN4 TOPNLWP
+M       memory areas               WIN6 (ADDR, SIZE, per-node placement)
+C       call chains                WIN9 (needs sampling; says why not here)
+N       node overview              WIN11
+D       node detail                WIN12
+1-5     sort by RMA, LMA, RMA/LMA, CPI, CPU%
+B       back;  R refresh now;  Q quit
+======  =========================  ==========================================
+
+Columns this machine cannot measure show ``n/a``; the header names why.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ..errors import require
+
+require("textual", "tui", "the numatop terminal UI")
+
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.binding import Binding  # noqa: E402
+from textual.widgets import DataTable, Footer, Static  # noqa: E402
+
+from ..numa.model import read_maps, read_numa_maps  # noqa: E402
+from ..numa.snapshot import NumaSampler, Snapshot, attach_memory, select_rows  # noqa: E402
+
+SORT_KEYS = {"1": "rma", "2": "lma", "3": "rma_lma", "4": "cpi", "5": "cpu_pct"}
+
+
+def _f(v: Any, spec: str = ".2f", scale: float = 1.0) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return format(v / scale, spec)
+    return str(v)
+
+
+def _k(v: Any) -> str:
+    return _f(v, ".1f", 1000.0)
+
+
+class NumatopApp(App):
+    """The live NUMA view. ``sampler_factory`` builds the sampler (a
+    :class:`~pmuscope.numa.snapshot.NumaSampler` by default)."""
+
+    TITLE = "pmuscope numatop"
+    CSS = "#header { height: auto; padding: 0 1; } DataTable { height: 1fr; }"
+    BINDINGS = [
+        Binding("h", "view('home')", "Home"),
+        Binding("i", "view('normalized')", "Normalized"),
+        Binding("n", "view('nodes')", "Nodes"),
+        Binding("d", "view('node')", "Node detail"),
+        Binding("enter", "open", "Open", show=True),
+        Binding("t", "view('threads')", "Threads"),
+        Binding("m", "view('maps')", "Mem areas"),
+        Binding("c", "view('callchain')", "Call chains"),
+        Binding("b", "back", "Back"),
+        Binding("r", "refresh_now", "Refresh"),
+        Binding("1", "sort('1')", "RMA", show=False),
+        Binding("2", "sort('2')", "LMA", show=False),
+        Binding("3", "sort('3')", "RMA/LMA", show=False),
+        Binding("4", "sort('4')", "CPI", show=False),
+        Binding("5", "sort('5')", "CPU%", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, *, delay: float = 5.0, run_time: float | None = None,
+                 sampler_factory: Callable[[], Any] | None = None, top: int = 200,
+                 root: str = "/") -> None:
+        super().__init__()
+        self.root = root
+        self.delay = delay
+        self.run_time = run_time
+        self.sampler_factory = sampler_factory or (lambda: NumaSampler(threads=True))
+        self.top = top
+        self.sampler = None
+        self.snap: Snapshot | None = None
+        self.view_name = "home"
+        self.history: list[str] = []
+        self.sort = "cpu_pct"
+        self.pid: int | None = None
+        self.node_id: int | None = None
+        self.refreshes = 0
+        self.error: str | None = None
+        self._busy = threading.Lock()
+        self.header_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("starting: opening per-CPU events...", id="header")
+        yield DataTable(id="table", zebra_stripes=True, cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.run_worker(self._open, thread=True, exclusive=False)
+        if self.run_time is not None:
+            self.set_timer(self.run_time, self.exit)
+
+    # -- sampling (worker threads)
+    def _open(self) -> None:
+        try:
+            self.sampler = self.sampler_factory()
+        except Exception as err:  # a PmuscopeError names the cause; show it, don't crash
+            self.call_from_thread(self._fail, f"{type(err).__name__}: {err}")
+            return
+        self.call_from_thread(self.set_interval, self.delay, self.action_refresh_now)
+        self.call_from_thread(self._header)
+
+    def _fail(self, text: str) -> None:
+        self.error = text
+        self.header_text = f"[b]cannot observe:[/b] {text}"
+        self.query_one("#header", Static).update(self.header_text)
+
+    def action_refresh_now(self) -> None:
+        if self.sampler is not None:
+            self.run_worker(self._refresh, thread=True, exclusive=False)
+
+    def _refresh(self) -> None:
+        if not self._busy.acquire(blocking=False):
+            return
+        try:
+            snap = self.sampler.refresh(memory_pids=())
+        finally:
+            self._busy.release()
+        self.call_from_thread(self._show, snap)
+
+    def _show(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.refreshes += 1
+        self._render()
+
+    # -- views
+    def _header(self) -> None:
+        snap = self.snap
+        plat = self.sampler.platform.name if self.sampler is not None else "?"
+        lines = [f"[b]{self.view_title()}[/b]   platform {plat}   interval {self.delay:g}s   sort {self.sort}"
+                 + (f"   refreshed {self.refreshes}x, last {snap.interval_s:.2f}s" if snap else "   (waiting for the first interval)")]
+        if snap is not None:
+            if snap.attribution.get("unattributed_pct"):
+                lines.append(f"attribution: switch sampling, {snap.attribution['unattributed_pct']:.1f}% of time unattributed (lost samples)")
+            for col, why in sorted(snap.unavailable.items()):
+                lines.append(f"n/a {col}: {why}")
+        lines.append("keys: 1-5 sort  I normalized  N nodes  D node detail  Enter open  T threads  M memory areas  C call chains  B back  H home  R refresh  Q quit")
+        self.header_text = "\n".join(lines)
+        self.query_one("#header", Static).update(self.header_text)
+
+    def view_title(self) -> str:
+        return {
+            "home": "Monitoring the load of the system (processes)",
+            "normalized": "Normalized by instructions (RPI/LPI per 1000 instructions)",
+            "process": f"Process {self.pid}: per-node breakdown",
+            "threads": f"Threads of process {self.pid}",
+            "maps": f"Memory areas of process {self.pid}",
+            "callchain": f"Call chains of process {self.pid}",
+            "nodes": "Node overview",
+            "node": f"Node {self.node_id} detail",
+        }[self.view_name]
+
+    def _table(self, columns: list[str], rows: list[list[str]], keys: list[str] | None = None) -> None:
+        table = self.query_one("#table", DataTable)
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        for i, row in enumerate(rows):
+            table.add_row(*row, key=keys[i] if keys else None)
+
+    def _processes(self) -> list[dict[str, Any]]:
+        rows = [r for r in self.snap.processes if (r["cpu_pct"] or 0) > 0]
+        rows = select_rows(rows, sort=self.sort, top=self.top)
+        return rows
+
+    def _render(self) -> None:
+        self._header()
+        snap = self.snap
+        if snap is None:
+            return
+        v = self.view_name
+        if v in ("home", "normalized"):
+            procs = self._processes()
+            if v == "home":
+                cols = ["PID", "PROC", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "*CPU%"]
+                rows = [[str(p["pid"]), p["comm"], _k(p["rma"]), _k(p["lma"]), _f(p["rma_lma"]), _f(p["cpi"]), _f(p["cpu_pct"], ".1f")] for p in procs]
+            else:
+                cols = ["PID", "PROC", "RPI(K)", "LPI(K)", "CPI", "*CPU%"]
+                rows = [[str(p["pid"]), p["comm"], _f(p["rpi"], ".4f"), _f(p["lpi"], ".4f"), _f(p["cpi"]), _f(p["cpu_pct"], ".1f")] for p in procs]
+            self._table(cols, rows, [f"p{p['pid']}" for p in procs])
+        elif v == "process":
+            p = self._proc()
+            if p is None:
+                return
+            mem = read_numa_maps(self.root, p["pid"]) or {}
+            cols = ["NODE", "CPU%", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "MEM(MB)"]
+            rows = [[str(c["node"]), _f(c["cpu_pct"], ".1f"), _k(c["rma"]), _k(c["lma"]), _f(c["rma_lma"]), _f(c["cpi"]),
+                     _f(mem.get(c["node"], 0) / 2**20, ".1f")] for c in p["by_node"]]
+            self._table(cols, rows)
+        elif v == "threads":
+            threads = select_rows([t for t in snap.threads if t["pid"] == self.pid], sort=self.sort)
+            cols = ["TID", "PROC", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "*CPU%"]
+            rows = [[str(t["tid"]), t["comm"], _k(t["rma"]), _k(t["lma"]), _f(t["rma_lma"]), _f(t["cpi"]), _f(t["cpu_pct"], ".1f")] for t in threads]
+            self._table(cols, rows)
+        elif v == "maps":
+            areas = read_maps(self.root, self.pid) if self.pid is not None else None
+            cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)", "DESC"]
+            why = "n/a"
+            rows = [[f"{a.start:x}", str(a.size // 1024), a.perms, why, why, a.desc] for a in (areas or [])]
+            self._table(cols, rows)
+            self.header_text += "\nn/a ACCESS%/LAT: load-latency sampling (PEBS/IBS/SPE) is not part of this view yet"
+            self.query_one("#header", Static).update(self.header_text)
+        elif v == "callchain":
+            self._table(["CALL CHAIN"], [["n/a: call chains need the sampling engine (pmuscope record -g -p PID)"]])
+        elif v == "nodes":
+            cols = ["NODE", "MEM.ALL(GB)", "MEM.FREE(GB)", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "CPU%"]
+            rows = [[str(n["node"]) + (" (memory only)" if n["memory_only"] else ""), _f(n["mem_total_kb"], ".1f", 2**20),
+                     _f(n["mem_free_kb"], ".1f", 2**20), _k(n["rma"]), _k(n["lma"]), _f(n["rma_lma"]), _f(n["cpi"]),
+                     _f(n["cpu_pct"], ".1f")] for n in snap.nodes]
+            self._table(cols, rows, [f"n{n['node']}" for n in snap.nodes])
+        elif v == "node":
+            n = next((x for x in snap.nodes if x["node"] == self.node_id), snap.nodes[0])
+            from ..system._fs import format_cpulist
+
+            items = [("CPU", format_cpulist(n["cpus"]) or "(none: memory-only node)"), ("CPU%", _f(n["cpu_pct"], ".1f")),
+                     ("MEM total (GB)", _f(n["mem_total_kb"], ".2f", 2**20)), ("MEM free (GB)", _f(n["mem_free_kb"], ".2f", 2**20)),
+                     ("MEM active (GB)", _f(n["active_kb"], ".2f", 2**20)), ("MEM inactive (GB)", _f(n["inactive_kb"], ".2f", 2**20)),
+                     ("Dirty (MB)", _f(n["dirty_kb"], ".1f", 1024)), ("Writeback (MB)", _f(n["writeback_kb"], ".1f", 1024)),
+                     ("Mapped (MB)", _f(n["mapped_kb"], ".1f", 1024)), ("IMC bandwidth (MB/s)", _f(n["imc_mb_s"], ".1f")),
+                     ("UPI bandwidth (MB/s)", _f(n["upi_mb_s"], ".1f")),
+                     ("Distances", " ".join(f"{k}:{d}" for k, d in n["distances"].items()))]
+            self._table(["ITEM", "VALUE"], [[a, b] for a, b in items])
+
+    def _proc(self) -> dict[str, Any] | None:
+        if self.snap is None or self.pid is None:
+            return None
+        return next((p for p in self.snap.processes if p["pid"] == self.pid), None)
+
+    def _selected_key(self) -> str | None:
+        table = self.query_one("#table", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return key.value
+
+    # -- actions
+    def _go(self, name: str) -> None:
+        if name != self.view_name:
+            self.history.append(self.view_name)
+        self.view_name = name
+        self._render()
+
+    def action_view(self, name: str) -> None:
+        if name in ("threads", "maps", "callchain", "process"):
+            key = self._selected_key()
+            if key and key.startswith("p"):
+                self.pid = int(key[1:])
+            if self.pid is None:
+                self.bell()
+                return
+        if name == "node":
+            key = self._selected_key()
+            if key and key.startswith("n"):
+                self.node_id = int(key[1:])
+            elif self.node_id is None and self.snap is not None:
+                self.node_id = self.snap.nodes[0]["node"]
+        self._go(name)
+
+    def action_open(self) -> None:
+        key = self._selected_key()
+        if key and key.startswith("p"):
+            self.pid = int(key[1:])
+            self._go("process")
+        elif key and key.startswith("n"):
+            self.node_id = int(key[1:])
+            self._go("node")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_back(self) -> None:
+        self.view_name = self.history.pop() if self.history else "home"
+        self._render()
+
+    def action_sort(self, key: str) -> None:
+        self.sort = SORT_KEYS[key]
+        self._render()
+
+    def screen_text(self) -> str:
+        """The current screen as plain text: header, table, keys (for logs and tests)."""
+        table = self.query_one("#table", DataTable)
+        from rich.text import Text
+
+        text = Text.from_markup(self.header_text).plain
+        cols = [str(c.label) for c in table.ordered_columns]
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+        out = [text, "", "  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+        out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+        return "\n".join(out)
+
+    def on_unmount(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()
+
+
+def run_app(*, delay: float = 5.0, run_time: float | None = None, pmu: bool = True, switches: bool = True) -> int:
+    app = NumatopApp(delay=delay, run_time=run_time,
+                     sampler_factory=lambda: NumaSampler(pmu=pmu, switches=switches, threads=True, memory=False))
+    app.run()
+    return 0 if app.error is None else 1

@@ -1,0 +1,54 @@
+"""The numatop terminal UI on this machine, driven with textual's Pilot: a
+CPU-bound process appears in the process list, the node views show node 0,
+and a screenshot (SVG) of the real screen can be saved."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("textual", reason="the tui extra (textual) is not installed")
+
+from pmuscope.tui.numatop_app import NumatopApp  # noqa: E402
+
+
+def test_live_screen(tmp_path):
+    busy = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "10"])
+    try:
+        time.sleep(0.3)
+        app = NumatopApp(delay=0.5)
+        screens = {}
+
+        async def go():
+            async with app.run_test(size=(150, 45)) as pilot:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    await pilot.pause(0.1)
+                    if app.refreshes >= 2 and f"{busy.pid} " in app.screen_text():
+                        break
+                screens["home"] = app.screen_text()
+                app.save_screenshot("home.svg", str(tmp_path))
+                await pilot.press("n")
+                await pilot.pause(0.1)
+                screens["nodes"] = app.screen_text()
+                await pilot.press("h")
+                await pilot.pause(0.1)
+                screens["t"] = app.screen_text()
+        asyncio.run(go())
+    finally:
+        busy.kill()
+        busy.wait()
+    home = screens["home"]
+    assert app.error is None
+    assert "keys: 1-5 sort" in home
+    row = next(line.split() for line in home.splitlines() if line.startswith(f"{busy.pid} "))
+    assert float(row[-1]) > 1.0  # its CPU%
+    nodes = screens["nodes"]
+    assert "Node overview" in nodes
+    assert any(line.split()[:1] == ["0"] for line in nodes.splitlines())
+    svg = (tmp_path / "home.svg").read_text()
+    assert svg.startswith("<svg") and "PROC" in svg

@@ -1,0 +1,123 @@
+"""The numatop terminal UI driven for real with textual's Pilot, on the
+recorded two-node machine (tests/data/numa): what each view shows on screen,
+keys included, for values computed by hand in test_numa.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("textual", reason="the tui extra (textual) is not installed")
+
+from pmuscope.tui.numatop_app import NumatopApp  # noqa: E402
+from tests.unit.test_numa import NUMA  # noqa: E402
+
+
+class _Platform:
+    name = "skx"
+
+
+class FakeSampler:
+    """Hands the app the recorded snapshot, as NumaSampler.refresh would."""
+
+    def __init__(self, snap):
+        self.snap = snap
+        self.platform = _Platform()
+        self.closed = False
+
+    def refresh(self, memory_pids=None):
+        return self.snap
+
+    def close(self):
+        self.closed = True
+
+
+def _drive(snap, keys_and_checks, size=(140, 40)):
+    sampler = FakeSampler(snap)
+    app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"))
+    screens = []
+
+    async def go():
+        async with app.run_test(size=size) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if app.refreshes:
+                    break
+            screens.append(("start", app.screen_text()))
+            for keys in keys_and_checks:
+                await pilot.press(*keys)
+                await pilot.pause(0.05)
+                screens.append((keys, app.screen_text()))
+    asyncio.run(go())
+    return app, sampler, screens
+
+
+def _rows(text):
+    return [line.split() for line in text.splitlines()]
+
+
+def test_views_show_the_recorded_values(two_node):
+    app, sampler, screens = _drive(two_node, [("4",), ("5",), ("i",), ("h", "enter"), ("b", "t"), ("n",), ("enter",), ("m",), ("q",)])
+    home = dict(screens)["start"]
+    assert "keys: 1-5 sort" in home and "Q quit" in home
+    assert "n/a imc_mb_s: no uncore_imc_N PMU in this fixture" in home
+    rows = _rows(home)
+    # PID PROC RMA(K) LMA(K) RMA/LMA CPI *CPU%: mgen first by CPU% (90.0), db second (25.0)
+    assert ["100", "mgen", "2.1", "5.1", "0.41", "1.34", "90.0"] in rows
+    assert ["200", "db", "0.5", "0.5", "1.00", "1.50", "25.0"] in rows
+    assert home.index("mgen") < home.index("db ")
+    by_cpi = dict(screens)[("4",)]
+    assert by_cpi.index(" db ") < by_cpi.index("mgen")  # CPI 1.50 > 1.34
+    normalized = dict(screens)[("i",)]
+    assert "RPI(K)" in normalized and ["100", "mgen", "1.1053", "2.6842", "1.34", "90.0"] in _rows(normalized)
+    process = dict(screens)[("h", "enter")]
+    assert "Process 100: per-node breakdown" in process
+    # NODE CPU% RMA(K) LMA(K) RMA/LMA CPI MEM(MB) (numa_maps: 260 KiB on node 0, 20640 KiB on node 1)
+    assert ["0", "65.0", "1.2", "4.8", "0.25", "1.20", "0.3"] in _rows(process)
+    assert ["1", "25.0", "0.9", "0.3", "3.00", "1.88", "20.2"] in _rows(process)
+    threads = dict(screens)[("b", "t")]
+    assert "Threads of process 100" in threads
+    assert ["100", "mgen", "1.6", "4.2", "0.38", "1.38", "60.0"] in _rows(threads)
+    assert ["101", "mgen", "0.5", "0.9", "0.56", "1.25", "30.0"] in _rows(threads)
+    nodes = dict(screens)[("n",)]
+    assert "Node overview" in nodes
+    assert ["0", "187.5", "181.2", "1.7", "5.3", "0.32", "1.29", "1.8"] in _rows(nodes)
+    detail = dict(screens)[("enter",)]
+    assert "Node 0 detail" in detail and ["CPU", "0-19,40-59"] in _rows(detail)
+    assert ["IMC", "bandwidth", "(MB/s)", "n/a"] in _rows(detail)
+    maps = dict(screens)[("m",)]
+    assert "Memory areas of process 100" in maps and "/usr/bin/mgen" in maps
+    assert "n/a ACCESS%/LAT" in maps
+    assert sampler.closed  # q quits and closes the events
+
+
+def test_failure_to_open_is_shown_not_raised(two_node):
+    def broken():
+        from pmuscope.errors import PermissionDeniedError
+
+        raise PermissionDeniedError("perf_event_open: CPU-wide events need CAP_PERFMON (perf_event_paranoid 2)")
+
+    app = NumatopApp(delay=0.05, sampler_factory=broken)
+
+    async def go():
+        async with app.run_test(size=(120, 20)) as pilot:
+            await pilot.pause(0.2)
+            return app.screen_text()
+    text = asyncio.run(go())
+    assert "cannot observe" in text and "CAP_PERFMON" in text
+    assert app.error is not None
+
+
+@pytest.fixture(scope="module")
+def two_node():
+    from tests.unit.test_numa import _recorded_attribution
+    from tests.unit.test_system import unpacked
+    from pmuscope.numa.model import read_nodes
+    from pmuscope.numa.snapshot import build_snapshot, read_proc_state
+
+    nodes = read_nodes(str(unpacked("intel-clx-2s-2node")))
+    before = read_proc_state(str(NUMA / "two-node" / "t0"), threads=True)
+    after = read_proc_state(str(NUMA / "two-node" / "t1"), threads=True)
+    return build_snapshot(nodes, before, after, attribution=_recorded_attribution(),
+                          unavailable={"imc_mb": "no uncore_imc_N PMU in this fixture", "upi_mb": "no uncore_upi_N PMU in this fixture"})
