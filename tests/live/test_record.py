@@ -234,3 +234,13 @@ def test_pipe_mode_to_perf_script(perf_bin):
                             timeout=60)
     assert script.returncode == 0, script.stderr[-500:]
     assert len([ln for ln in script.stdout.decode().splitlines() if ln.strip()]) == n
+
+
+def test_default_event_follows_the_hardware(tmp_path, perf_bin):
+    from tests.conftest import hardware_pmu_reason
+
+    out, _ = record(tmp_path, "--", "true")
+    name = PerfDataFile(str(out)).event_names[0]
+    assert name == ("cycles" if hardware_pmu_reason() is None else "cpu-clock")
+    report = perf(perf_bin, "report", "--stdio", "-i", str(out))
+    assert f"of event '{name}'" in report

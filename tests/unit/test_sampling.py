@@ -501,3 +501,10 @@ def test_frequency_against_max_sample_rate(tmp_path):
     with pytest.raises(errors.InvalidAttrError, match="exceeds kernel.perf_event_max_sample_rate=2500"):
         Recorder("cpu-clock", freq=3000, cmd=["true"], output=None, procfs_root=str(tmp_path))
     assert Recorder("cpu-clock", period=10, cmd=["true"], output=None, procfs_root=str(tmp_path)).attrs[0].sample_period == 10
+
+
+def test_default_event_without_a_cpu_pmu(tmp_path):
+    """No /sys/bus/event_source/devices/cpu: perf's fallback to cpu-clock (no probe needed)."""
+    session_mod._default_event_cache.pop(str(tmp_path), None)
+    assert session_mod.default_event(str(tmp_path)) == "cpu-clock"
+    assert Recorder(cmd=["true"], output=None, sysfs_root=str(tmp_path)).names == ["cpu-clock"]
