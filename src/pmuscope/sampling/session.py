@@ -579,7 +579,7 @@ class Recorder:
         """Decoded records (:class:`~pmuscope.records.SampleBatch` runs and
         side-band dataclasses) live, until the session ends; also written to
         ``output`` when set. :meth:`close` afterwards."""
-        from ..records import AttrTable, DecodeStats, decode
+        from ..records import DecodeStats, decode
 
         table = self.attr_table()
         stats = DecodeStats()

@@ -27,8 +27,6 @@ _PROT = {"r": 1, "w": 2, "x": 4}
 def kernel_text_range(procfs_root: str = "/proc") -> tuple[int, int] | None:
     """``(_text, _etext)`` from kallsyms, or None when addresses are hidden
     (kptr_restrict / unprivileged: kallsyms shows zeros)."""
-    import re
-
     try:
         with open(os.path.join(procfs_root, "kallsyms"), "rb") as f:
             data = f.read()  # one read: the kernel generates the text, per-line iteration costs ~4x more
