@@ -381,7 +381,8 @@ class Recorder:
             self._synthesize()
             if self.workload is not None:
                 self._pidfd = self.workload.pidfd()
-            elif self.pids and not self.cpu_wide:
+            elif len(self.pids) == 1 and not self.cpu_wide:
+                # one process: its exit ends the session (several: when every ring hangs up)
                 try:
                     self._pidfd = os.pidfd_open(self.pids[0])
                 except (AttributeError, OSError):
