@@ -244,3 +244,16 @@ def test_default_event_follows_the_hardware(tmp_path, perf_bin):
     assert name == ("cycles" if hardware_pmu_reason() is None else "cpu-clock")
     report = perf(perf_bin, "report", "--stdio", "-i", str(out))
     assert f"of event '{name}'" in report
+
+
+def test_attach_ends_when_the_process_exits(tmp_path):
+    target = subprocess.Popen([*BUSY, "1.0"])
+    try:
+        time.sleep(0.3)
+        out, proc = record(tmp_path, "-e", "cpu-clock", "-F", "500", "-p", str(target.pid), timeout=30)
+    finally:
+        target.kill()
+        target.wait()
+    assert PerfDataFile(str(out)).sample_counts()[0] > 0
+    f = PerfDataFile(str(out))
+    assert f.counts().get(4, 0) >= 1  # the kernel's PERF_RECORD_EXIT of the target was drained before closing
