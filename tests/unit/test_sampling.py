@@ -508,3 +508,23 @@ def test_default_event_without_a_cpu_pmu(tmp_path):
     session_mod._default_event_cache.pop(str(tmp_path), None)
     assert session_mod.default_event(str(tmp_path)) == "cpu-clock"
     assert Recorder(cmd=["true"], output=None, sysfs_root=str(tmp_path)).names == ["cpu-clock"]
+
+
+def test_user_only_fallback_at_paranoid_2(fakes, monkeypatch, tmp_path):
+    """EACCES for a kernel-including event: retried with exclude_kernel (perf's ':u' fallback), noted,
+    and every fd of the event uses the same attr."""
+    import errno
+
+    class ParanoidFd(FakeFd):
+        def __init__(self, attr, *a, **kw):
+            if not attr.exclude_kernel:
+                raise errors.PermissionDeniedError("perf_event_paranoid=2", errno=errno.EACCES)
+            super().__init__(attr, *a, **kw)
+
+    monkeypatch.setattr(session_mod, "PerfEventFd", ParanoidFd)
+    rec = Recorder("cpu-clock", tid=os.getpid(), output=None, procfs_root="/proc")
+    rec._open()
+    assert rec.attrs[0].exclude_kernel == 1
+    assert all(fd.attr.exclude_kernel for fd in rec.fds[0]) and len(rec.fds[0]) == len(rec.cpus)
+    assert any("user space only" in n for n in rec.notes)
+    rec._teardown()
