@@ -429,3 +429,22 @@ def test_interval_must_advance(clx):
     state = read_proc_state(str(NUMA / "two-node" / "t0"))
     with pytest.raises(PmuscopeError, match="not later"):
         build_snapshot(read_nodes(clx), state, state)
+
+
+def test_sampler_degrades_when_cpu_wide_events_are_refused(clx, monkeypatch):
+    from pmuscope.errors import PermissionDeniedError
+    from pmuscope.numa import collector as collector_mod
+    from pmuscope.numa.snapshot import NumaSampler
+
+    def refuse(self):
+        raise PermissionDeniedError("perf_event_open(cpu=0): EACCES: CPU-wide events need CAP_PERFMON or perf_event_paranoid <= 0")
+
+    monkeypatch.setattr(collector_mod.SwitchCollector, "open", refuse)
+    with NumaSampler(clx, pmu=True, switches=True) as s:
+        assert s.platform.name == "skx" and s.collector is None
+        snap = s.refresh()
+    assert "CAP_PERFMON" in snap.unavailable["cpu_pct_by_node"]
+    assert "CAP_PERFMON" in snap.unavailable["cpi"]  # derived column names its events' reason
+    assert [n["node"] for n in snap.nodes] == [0, 1]
+    assert all(n["rma"] is None and n["cpi"] is None for n in snap.nodes)
+    assert snap.attribution == {"method": None}

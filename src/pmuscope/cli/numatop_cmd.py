@@ -106,6 +106,13 @@ def render_text(d: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyError as err:
+        raise PmuscopeError(f"--node: {err.args[0]}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..numa.snapshot import NumaSampler
 
     if args.delay is not None and args.delay <= 0:
@@ -118,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     delay = args.delay if args.delay is not None else (1.0 if args.once or args.stream else 5.0)
     with NumaSampler(pmu=not args.no_pmu, switches=not args.no_switches, threads=args.threads,
                      memory=False) as sampler:
+        if args.node is not None:
+            sampler.nodeset.node(args.node)  # KeyError names the online nodes
         deadline = None if args.time is None else time.monotonic() + args.time
         writer = None
         index = 0
