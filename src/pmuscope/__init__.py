@@ -44,9 +44,12 @@ _LAZY: dict[str, str] = {
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
     # SPE
     "decode_records": ".spe", "SpeRecords": ".spe",
+    # beyond one machine: Prometheus exporter, profile exports
+    "open_exporter": ".serve", "ExportProfile": ".export", "PyroscopePusher": ".export",
 }
 #: submodules reachable as attributes (``pmuscope.regions.table()``)
-_SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "kernel": ".kernel", "events": ".events"}
+_SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "kernel": ".kernel", "events": ".events",
+               "serve": ".serve", "export": ".export"}
 
 
 def __getattr__(name: str) -> Any:
