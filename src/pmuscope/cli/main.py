@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "serve": "serve_cmd",
     "numatop": "numatop_cmd",
     "export": "export_cmd",
+    "mem": "mem_cmd",
+    "c2c": "c2c_cmd",
 }
 
 

@@ -1,0 +1,112 @@
+"""``pmuscope mem``: memory-access samples (perf mem).
+
+    pmuscope mem report -i perf.data            # by data source, latency, symbol, data object
+    pmuscope mem report --raw spe.data --midr 0x410fd0c0 --json
+    pmuscope mem script -i perf.data            # one line per sample: addr, data_src text, weight
+    pmuscope mem events                         # what this machine can record (PEBS, IBS, SPE)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "memory-access samples: report by data source/latency/symbol/data object (perf mem)"
+DESCRIPTION = __doc__
+
+
+def _int(s: str) -> int:
+    return int(s, 0)
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", help="perf.data (PEBS/IBS samples or Arm SPE), or a raw SPE buffer with --raw")
+    p.add_argument("-i", "--input", dest="input", help="input file (default perf.data)")
+    p.add_argument("-r", "--raw", action="store_true", help="the file is one bare Arm SPE buffer")
+    p.add_argument("--cpu", type=int, default=0, help="cpu of a raw SPE buffer (default 0)")
+    p.add_argument("--midr", type=_int, default=None,
+                   help="MIDR_EL1 that wrote the SPE data (selects its data-source table; 0x410fd0c0 = Neoverse N1)")
+    p.add_argument("--pid", type=int, default=None, help="pid for SPE records without CONTEXT packets")
+    p.add_argument("--proc-maps", action="store_true",
+                   help="attribute data addresses of pids the file has no maps for via /proc/PID/maps (live processes)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mem_action", metavar="ACTION")
+    rep = sub.add_parser("report", help="summaries by data source, latency, symbol and data object")
+    _add_source(rep)
+    rep.add_argument("--json", action="store_true", help="JSON output")
+    rep.add_argument("--top", type=int, default=20, help="rows in the symbol and data-object tables (default 20)")
+    rep.add_argument("--perf-style", choices=("newest", "6.1"), default="newest",
+                     help="memory-level wording of current perf (default) or perf <= 6.2 ('L1 or L1 hit')")
+    scr = sub.add_parser("script", help="one line per memory sample (like perf script -F ip,addr,data_src,weight)")
+    _add_source(scr)
+    scr.add_argument("--perf-style", choices=("newest", "6.1"), default="newest")
+    scr.add_argument("--json", action="store_true", help="JSON lines")
+    ev = sub.add_parser("events", help="memory-sampling events this machine offers (PEBS, IBS, SPE)")
+    ev.add_argument("--sysfs", default="/sys", help="sysfs root (default /sys)")
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument("--ldlat", type=int, default=30, help="load-latency threshold in cycles (default 30)")
+
+
+def _load(args):
+    from ..memory.source import load_source
+
+    path = args.input or args.file or "perf.data"
+    return load_source(path, raw=args.raw, cpu=args.cpu, midr=args.midr, pid=args.pid, procfs=args.proc_maps)
+
+
+def _style(args) -> str:
+    return "6.1" if args.perf_style == "6.1" else "new"
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "mem_action", None)
+    if action == "report":
+        from ..memory.report import format_report, mem_report
+
+        rep = mem_report(_load(args), top=args.top, style=_style(args))
+        if args.json:
+            json.dump(rep, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print(format_report(rep))
+        return 0
+    if action == "script":
+        from ..memory import datasrc as D
+
+        ms = _load(args)
+        text = D.texts(ms.data_src, D.data_src_text, style=_style(args))
+        out = sys.stdout
+        for i in range(len(ms)):
+            if args.json:
+                out.write(json.dumps({"time": int(ms.time[i]), "pid": int(ms.pid[i]), "tid": int(ms.tid[i]),
+                                      "cpu": int(ms.cpu[i]), "ip": int(ms.ip[i]), "addr": int(ms.addr[i]),
+                                      "phys_addr": int(ms.phys_addr[i]), "data_src": int(ms.data_src[i]),
+                                      "data_src_text": text[i], "weight": int(ms.weight[i]),
+                                      "ins_lat": int(ms.ins_lat[i])}) + "\n")
+            else:
+                out.write(f"{int(ms.addr[i]):16x} {int(ms.data_src[i]):16x} {text[i]:<82} {int(ms.weight[i]):>6} "
+                          f"{int(ms.ip[i]):16x}\n")
+        return 0
+    if action == "events":
+        from ..memory.events import mem_events_status
+
+        events, reason = mem_events_status(args.sysfs)
+        if args.json:
+            json.dump({"events": [{"tag": e.tag, "name": e.name, "pmu": e.pmu, "kind": e.kind,
+                                   "attrs": [{"type": a.type, "config": a.config, "config1": a.config1,
+                                              "config2": a.config2, "sample_type": a.sample_type,
+                                              "sample_period": a.sample_period, "precise_ip": a.precise_ip}
+                                             for a in e.attrs]} for e in events], "reason": reason},
+                      sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        elif reason:
+            print(f"pmuscope mem: {reason}", file=sys.stderr)
+        else:
+            for e in events:
+                print(f"{e.tag:<14}: available  {e.name}")
+        return 0 if events else 1
+    print("usage: pmuscope mem {report,script,events} ... (see pmuscope mem -h)", file=sys.stderr)
+    return 2
