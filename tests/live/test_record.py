@@ -257,3 +257,31 @@ def test_attach_ends_when_the_process_exits(tmp_path):
     assert PerfDataFile(str(out)).sample_counts()[0] > 0
     f = PerfDataFile(str(out))
     assert f.counts().get(4, 0) >= 1  # the kernel's PERF_RECORD_EXIT of the target was drained before closing
+
+
+@pytest.mark.parametrize("args", [
+    ["-e", "cpu-clock", "-F", "1000", "-g"],
+    ["-e", "cpu-clock", "-c", "100000"],
+    ["-e", "cycles,instructions", "-F", "999"],
+    ["-e", "{cpu-clock,task-clock}:u"],
+], ids=["cpu-clock-F1000-g", "cpu-clock-c100000", "cycles,instructions", "group-u"])
+def test_event_headers_match_perf_record(tmp_path, perf_bin, args):
+    """The attrs as `perf report --header-only` prints them, for perf's file and ours (ids aside)."""
+    if "cycles" in args[1]:
+        from tests.conftest import requires_hardware_pmu
+
+        requires_hardware_pmu()
+    theirs = tmp_path / "perf.data"
+    subprocess.run([perf_bin, "record", "-q", "-o", str(theirs), *args, "--", "true"], check=True,
+                   capture_output=True, timeout=60)
+    ours, _ = record(tmp_path, *args, "--", "true", name="ours.data")
+
+    def events(path):
+        # perf names the members of a modified group without the modifier ({cpu-clock,task-clock}:u -> cpu-clock);
+        # the attrs carry the modifier either way, so names are compared without it
+        out = perf(perf_bin, "report", "--header-only", "-i", str(path))
+        lines = [re.sub(r"name = ([^,:]+)(:\w+)?,", r"name = \1,", re.sub(r"id = \{[^}]*\}", "id = {}", ln))
+                 for ln in out.splitlines() if ln.startswith(("# event :", "# group:"))]
+        return [re.sub(r":\w+(?=[,}])", "", ln) if ln.startswith("# group:") else ln for ln in lines]
+
+    assert events(ours) == events(theirs)

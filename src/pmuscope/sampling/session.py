@@ -423,6 +423,9 @@ class Recorder:
         self.writer = PerfDataWriter(self.output, argv=self.argv)
         for i, attr in enumerate(self.attrs):
             self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
+        groups = _group_desc(self.specs)
+        if groups:
+            self.writer.features[Feature.GROUP_DESC] = groups
         tps = [_tracepoint_path(s, a) for s, a in zip(self.specs, self.attrs) if a.type == abi.PERF_TYPE_TRACEPOINT]
         if tps:
             from .tpformat import tracing_data
@@ -687,6 +690,21 @@ class Recorder:
 
 _HDR = struct.Struct("<IHH")
 _FINISHED_ROUND = _pd_synth.finished_round()
+
+
+def _group_desc(specs) -> list:
+    """HEADER_GROUP_DESC entries for ``{...}`` groups of more than one event
+    (perf's ``write_group_desc``: unnamed groups are ``{anon_group}``)."""
+    from ..perfdata.features import GroupDesc
+
+    out = []
+    for i, spec in enumerate(specs):
+        if spec.group is None or not spec.leader:
+            continue
+        n = sum(1 for s in specs if s.group == spec.group)
+        if n > 1:
+            out.append(GroupDesc(spec.extra.get("group_name") or "{anon_group}", i, n))
+    return out
 
 
 def _tracepoint_path(spec, attr) -> tuple[str, str] | None:
