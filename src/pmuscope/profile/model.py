@@ -235,7 +235,16 @@ class Profile:
 class ProfileBuilder:
     """Incremental construction of a :class:`Profile` from decoded items
     (side-band records and :class:`~pmuscope.records.SampleBatch`) in stream
-    order. Feed with :meth:`feed`, finish with :meth:`finish`."""
+    order. Feed with :meth:`feed`, finish with :meth:`finish`.
+
+    Samples wait in a buffer until perf's FINISHED_ROUND rule says every
+    record up to their time has been seen; then the round's side-band records
+    are applied in time order. A sample's comm is the one its thread had at
+    the sample's time (vectorized over a timeline of COMM/FORK changes); its
+    addresses are resolved against its process's maps as of its time: only
+    the samples of a process whose maps change mid-round are resolved before
+    the change, everything else in one bulk call per round.
+    """
 
     def __init__(self, attrs: AttrTable, *, event_names: list[str] | None = None,
                  symbolizer: Symbolizer | None = None, keep_raw: bool = False) -> None:
@@ -246,11 +255,12 @@ class ProfileBuilder:
         self.keep_raw = keep_raw
         self._default_period = np.array(
             [0 if e.attr.freq else max(int(e.attr.sample_period), 1) for e in attrs], dtype=np.uint64)
+        self._no_period = np.array([not (e.sample_type & S.PERIOD) for e in attrs])
         self.has_callchain = any(e.sample_type & S.CALLCHAIN for e in attrs)
         self.has_cpu = any(e.sample_type & S.CPU for e in attrs)
         self.has_time = any(e.sample_type & S.TIME for e in attrs)
-        self._pending: list[_Pending] = []
-        self._pending_n = 0
+        self._batches: list[SampleBatch] = []
+        self._held: _Pending | None = None  # samples newer than the last flush limit
         self._queue: list[tuple[int, int, Any]] = []  # time-stamped side-band records not applied yet
         self._seq = 0
         self._max_time = 0
@@ -263,8 +273,14 @@ class ProfileBuilder:
         self._comm_of[0] = self.comm_id("swapper")
         self._epoch: dict[int, int] = {}  # pid -> address-space generation
         self._kepoch = 0
-        # frame cache: key -> (epoch, sorted ips, frame ids)
-        self._cache: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        # frame caches: sorted keys -> frame ids. User addresses are keyed
+        # (space id << 48) | ip, a space id naming one (pid, generation); kernel
+        # addresses by ip within one kernel generation.
+        self._sids: dict[tuple[int, int], int] = {}
+        self._sid_of_fp: dict[tuple, int] = {}
+        self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        self._kcache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        self._kcache_epoch = 0
         self._nframes = 0
         self._frames: dict[str, list[np.ndarray]] = {k: [] for k in ("ip", "addr", "dso", "sym", "off", "kernel")}
         # output parts
@@ -287,7 +303,12 @@ class ProfileBuilder:
     def feed(self, item) -> None:
         """Apply one decoded item (stream order)."""
         if isinstance(item, SampleBatch):
-            self._add_batch(item)
+            if len(item):
+                self._batches.append(item)
+                if item.time is not None:
+                    t = int(item.time.max())
+                    if t > self._max_time:
+                        self._max_time = t
             return
         rtype = getattr(item, "type", None)
         if rtype == R.FINISHED_ROUND:
@@ -308,38 +329,86 @@ class ProfileBuilder:
             self._process_upto(None)
             self._apply(item)
 
-    def _apply(self, item) -> None:
+    def _apply(self, item) -> tuple[int | None, tuple[int, int] | None]:
+        """Apply a side-band record; returns (maps key it changed: a pid,
+        _KERNEL_KEY or None; (tid, new comm id) or None)."""
         rtype = item.type
         if rtype in (R.MMAP, R.MMAP2):
             pid = item.pid
             kernel = pid in (-1, 0xFFFFFFFF) or (item.misc & _CPUMODE_MASK) == 1
             if kernel:
                 self.maps.apply(item)
-            elif not (rtype == R.MMAP2 and not item.prot & 4) and not \
+                return None, None
+            if not (rtype == R.MMAP2 and not item.prot & 4) and not \
                     (rtype == R.MMAP and item.misc & abi.PERF_RECORD_MISC_MMAP_DATA):
                 self.maps.apply(item)
                 self._epoch[pid] = self._epoch.get(pid, 0) + 1
-        elif rtype == R.COMM:
+                return pid, None
+            return None, None
+        if rtype == R.COMM:
             # an exec does not empty the address space here: perf keeps the old
             # maps until the new image's MMAPs overlap them (a sample taken in
             # execve() still unwinds through the old libc)
-            self._comm_of[item.tid] = self.comm_id(item.comm)
-        elif rtype == R.FORK:
+            c = self._comm_of[item.tid] = self.comm_id(item.comm)
+            return None, (item.tid, c)
+        if rtype == R.FORK:
+            change = None
             parent = self._comm_of.get(item.ptid)
             if parent is None:
                 parent = self._comm_of.get(item.ppid)
             if parent is not None:
                 self._comm_of[item.tid] = parent
+                change = (item.tid, parent)
             if item.pid != item.ppid:
                 self.maps.apply(item)
                 self._epoch[item.pid] = self._epoch.get(item.pid, 0) + 1
-        elif rtype == R.KSYMBOL:
+                return item.pid, change
+            return None, change
+        if rtype == R.KSYMBOL:
             self.maps.apply(item)
             self._kepoch += 1
+            return _KERNEL_KEY, None
+        return None, None
+
+    def _pending_from_batches(self) -> _Pending | None:
+        bs, self._batches = self._batches, []
+        if not bs:
+            return None
+        n = sum(len(b) for b in bs)
+
+        def col(name, dtype, fill=0):
+            arrs = [getattr(b, name) for b in bs]
+            if all(a is None for a in arrs):
+                return np.full(n, fill, dtype=dtype)
+            return np.concatenate([a.astype(dtype, copy=False) if a is not None else np.full(len(b), fill, dtype)
+                                   for a, b in zip(arrs, bs)])
+
+        attr = np.concatenate([b.attr_index for b in bs]).astype(np.int16, copy=False)
+        if any(b.period is not None for b in bs):
+            period = col("period", np.uint64)
+            if self._no_period.any():  # attrs without PERIOD hold 0 here
+                period = np.where(self._no_period[attr], self._default_period[attr], period)
+        else:
+            period = self._default_period[attr]
+        period = np.where(period == 0, np.uint64(1), period)
+        cols = {
+            "pid": col("pid", np.int64, -1), "tid": col("tid", np.int64, -1), "cpu": col("cpu", np.int32, -1),
+            "time": col("time", np.uint64), "period": period, "event": attr, "ip": col("ip", np.uint64),
+            "cpumode": (np.concatenate([b.misc for b in bs]) & _CPUMODE_MASK).astype(np.uint8),
+        }
+        flat = {}
+        if self.has_callchain:
+            flat["cc"] = _concat_flat([(b.callchain.astype(np.uint64, copy=False), b.callchain_offsets)
+                                       if b.callchain is not None else
+                                       (np.zeros(0, np.uint64), np.zeros(len(b) + 1, np.int64)) for b in bs])
+        if self.keep_raw:
+            flat["raw"] = _concat_flat([(b.raw.copy(), b.raw_offsets) if b.raw is not None else
+                                        (np.zeros(0, np.uint8), np.zeros(len(b) + 1, np.int64)) for b in bs])
+        return _Pending(cols, flat)
 
     def _process_upto(self, limit: int | None) -> None:
         """Resolve buffered samples and apply queued side-band records with
-        time <= ``limit`` (None: everything), merged in time order."""
+        time <= ``limit`` (None: everything), in time order."""
         if self._queue:
             if limit is None:
                 ready, self._queue = self._queue, []
@@ -352,179 +421,249 @@ class ProfileBuilder:
             ready.sort(key=lambda q: (q[0], q[1]))
         else:
             ready = []
-        pend = None
-        if self._pending_n:
-            pend = _Pending.concat(self._pending)
-            self._pending, self._pending_n = [], 0
-            if limit is not None and self.has_time:
-                done = pend.cols["time"] <= np.uint64(max(limit, 0))
-                if not done.all():
-                    keep = pend.take(~done)
-                    self._pending, self._pending_n = [keep], len(keep)
-                    pend = pend.take(done) if done.any() else None
-        if pend is not None and self.has_time and len(pend) > 1:
-            times = pend.cols["time"]
-            if (times[1:] < times[:-1]).any():
-                pend = pend.take(np.argsort(times, kind="stable"))
-        if not ready:
-            if pend is not None:
-                self._resolve(pend)
-            return
+        parts = [p for p in (self._held, self._pending_from_batches()) if p is not None]
+        self._held = None
+        pend = _Pending.concat(parts) if parts else None
+        if pend is not None and limit is not None and self.has_time:
+            done = pend.cols["time"] <= np.uint64(max(limit, 0))
+            if not done.all():
+                self._held = pend.take(~done)
+                pend = pend.take(done) if done.any() else None
         if pend is None:
             for _, _, rec in ready:
                 self._apply(rec)
             return
-        times = pend.cols["time"]
-        cuts = np.searchsorted(times, np.array([q[0] for q in ready], dtype=np.uint64), side="left")
-        pos = 0
-        n = len(pend)
-        for cut, (_, _, rec) in zip(cuts.tolist(), ready):
-            if cut > pos:
-                self._resolve(pend.take(slice(pos, cut)) if (pos, cut) != (0, n) else pend)
-                pos = cut
-            self._apply(rec)
-        if pos < n:
-            self._resolve(pend.take(slice(pos, n)) if pos else pend)
-
-    def _add_batch(self, b: SampleBatch) -> None:
-        n = len(b)
-        if n == 0:
+        if self.has_time and len(pend) > 1:
+            times = pend.cols["time"]
+            if (times[1:] < times[:-1]).any():
+                pend = pend.take(np.argsort(times, kind="stable"))
+        if not ready:
+            pend.cols["comm"] = self._comms_now(pend.cols["tid"])
+            self._resolve(pend)
             return
-        def col(arr, dtype, fill=0):
-            if arr is None:
-                return np.full(n, fill, dtype=dtype)
-            return arr.astype(dtype, copy=False)
+        base = dict(self._comm_of)
+        changes: list[tuple[int, int, int]] = []  # (tid, time, comm id)
+        times = pend.cols["time"]
+        pids = pend.cols["pid"]
+        order = np.argsort(pids, kind="stable")  # by pid, time order kept within a pid
+        spid = pids[order]
+        upid, first = np.unique(spid, return_index=True)
+        bounds = {int(p): [int(s), int(e)] for p, s, e in
+                  zip(upid.tolist(), first.tolist(), np.append(first[1:], len(spid)).tolist())}
+        stimes = times[order]
+        early: list[np.ndarray] = []
+        for t, _, rec in ready:
+            key = None
+            rtype = rec.type
+            if rtype in (R.MMAP, R.MMAP2):
+                key = rec.pid
+            elif rtype == R.FORK and rec.pid != rec.ppid:
+                key = rec.pid
+            elif rtype == R.KSYMBOL:
+                key = _KERNEL_KEY
+            if key is not None:
+                # samples older than this change must see the maps before it
+                if key == _KERNEL_KEY:
+                    sel = [np.arange(lo, lo + int(np.searchsorted(stimes[lo:hi], np.uint64(t))), dtype=np.int64)
+                           for lo, hi in bounds.values()]
+                    for b, s in zip(bounds.values(), sel):
+                        b[0] += len(s)
+                    idx = order[np.concatenate(sel)] if sel else np.zeros(0, np.int64)
+                else:
+                    b = bounds.get(key)
+                    if b is None:
+                        idx = np.zeros(0, np.int64)
+                    else:
+                        k = b[0] + int(np.searchsorted(stimes[b[0]:b[1]], np.uint64(t)))
+                        idx = order[b[0]:k]
+                        b[0] = k
+                if len(idx):
+                    idx = np.sort(idx)
+                    sub = pend.take(idx)
+                    sub.cols["comm"] = self._comm_timeline(sub.cols["tid"], sub.cols["time"], base, changes)
+                    self._resolve(sub)
+                    early.append(idx)
+            _, ch = self._apply(rec)
+            if ch is not None:
+                changes.append((ch[0], t, ch[1]))
+        if early:
+            left = np.ones(len(pend), dtype=bool)
+            for idx in early:
+                left[idx] = False
+            if not left.any():
+                return
+            pend = pend.take(left)
+        pend.cols["comm"] = self._comm_timeline(pend.cols["tid"], pend.cols["time"], base, changes)
+        self._resolve(pend)
 
-        attr = b.attr_index.astype(np.int16, copy=False)
-        if b.period is not None:
-            period = b.period.astype(np.uint64, copy=False)
-            if len(self.attrs) > 1:  # attrs without PERIOD hold 0 here
-                missing = np.array([not (e.sample_type & S.PERIOD) for e in self.attrs])
-                if missing.any():
-                    period = np.where(missing[attr], self._default_period[attr], period)
-        else:
-            period = self._default_period[attr]
-        period = np.where(period == 0, np.uint64(1), period)
-        cols = {
-            "pid": col(b.pid, np.int64, -1), "tid": col(b.tid, np.int64, -1), "cpu": col(b.cpu, np.int32, -1),
-            "time": col(b.time, np.uint64), "period": period, "event": attr,
-            "ip": col(b.ip, np.uint64), "cpumode": (b.misc & _CPUMODE_MASK).astype(np.uint8),
-        }
-        flat = {}
-        if self.has_callchain:
-            if b.callchain is not None:
-                flat["cc"] = (b.callchain.astype(np.uint64, copy=False), b.callchain_offsets.astype(np.int64, copy=False))
-            else:
-                flat["cc"] = (np.zeros(0, np.uint64), np.zeros(n + 1, np.int64))
-        if self.keep_raw:
-            if b.raw is not None:
-                flat["raw"] = (b.raw.copy(), b.raw_offsets.astype(np.int64, copy=False))
-            else:
-                flat["raw"] = (np.zeros(0, np.uint8), np.zeros(n + 1, np.int64))
-        p = _Pending(cols, flat)
-        if b.time is not None:
-            t = int(b.time.max())
-            if t > self._max_time:
-                self._max_time = t
-        self._pending.append(p)
-        self._pending_n += n
+    def _comms_now(self, tids: np.ndarray) -> np.ndarray:
+        return self._comms_from(tids, self._comm_of)
+
+    def _comms_from(self, tids: np.ndarray, state: dict[int, int]) -> np.ndarray:
+        ut, tinv = np.unique(tids, return_inverse=True)
+        cid = np.empty(len(ut), dtype=np.int32)
+        for i, t in enumerate(ut.tolist()):
+            v = state.get(t)
+            if v is None:  # perf names a thread it has no COMM for ":TID"
+                v = self.comm_id(f":{t}")
+                state[t] = v
+                self._comm_of.setdefault(t, v)
+            cid[i] = v
+        return cid[tinv.reshape(-1)]
+
+    def _comm_timeline(self, tids: np.ndarray, times: np.ndarray, base: dict[int, int],
+                       changes: list[tuple[int, int, int]]) -> np.ndarray:
+        """Comm of each sample: the last change of its thread at or before its
+        time, else the thread's comm before the round (``base``)."""
+        out = self._comms_from(tids, base)
+        if not changes or not len(tids):
+            return out
+        ch = np.array(changes, dtype=np.int64)
+        ctid, ctime, ccomm = ch[:, 0], ch[:, 1].astype(np.uint64), ch[:, 2]
+        hit = np.isin(tids, ctid)
+        if not hit.any():
+            return out
+        st, stime = tids[hit], times[hit]
+        tmin = min(int(stime.min()), int(ctime.min()))
+        span = max(int(stime.max()), int(ctime.max())) - tmin + 2
+        allt, rank = np.unique(np.concatenate((ctid, st)), return_inverse=True)
+        rank = rank.reshape(-1)
+        if len(allt) * span >= (1 << 62):  # keys would overflow: walk the changes in order
+            res = out[hit]
+            for j, (ti, tt, cc) in enumerate(changes):
+                res[(st == ti) & (stime >= np.uint64(tt))] = cc
+            out[hit] = res
+            return out
+        ckey = rank[:len(ctid)] * span + (ctime.astype(np.int64) - tmin + 1)
+        skey = rank[len(ctid):] * span + (stime.astype(np.int64) - tmin + 1)
+        o = np.argsort(ckey, kind="stable")
+        ckey_s, crank_s, ccomm_s = ckey[o], rank[:len(ctid)][o], ccomm[o]
+        j = np.searchsorted(ckey_s, skey, side="right") - 1
+        ok = (j >= 0) & (crank_s[np.maximum(j, 0)] == rank[len(ctid):])
+        res = out[hit]
+        res[ok] = ccomm_s[j[ok]]
+        out[hit] = res
+        return out
 
     def flush(self) -> None:
         """Apply every queued record and resolve every buffered sample."""
         self._process_upto(None)
 
     # --- symbolization -----------------------------------------------------------
+    def _sid(self, pid: int) -> int:
+        """Space id of ``pid``'s current maps. Processes whose mappings are
+        identical (forked workers of one program) share a space id, so an
+        address is symbolized once for all of them; JIT maps (``perf-PID.map``,
+        anonymous executable memory) keep a process to itself."""
+        epoch = self._epoch.get(pid, 0)
+        key = (pid, epoch)
+        s = self._sids.get(key)
+        if s is not None:
+            return s
+        space = self.maps.spaces.get(pid)
+        own = space is None or not len(space) or any(m.is_anon for m in space) or \
+            self.symbolizer.perf_map(pid) is not None
+        fp = ("pid", pid, epoch) if own else tuple((m.start, m.len, m.pgoff, m.filename, m.build_id) for m in space)
+        s = self._sid_of_fp.get(fp)
+        if s is None:
+            if len(self._sid_of_fp) >= 0xFFFF:  # space ids exhausted: start the user cache over
+                self._sid_of_fp.clear()
+                self._sids.clear()
+                self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+            s = self._sid_of_fp[fp] = len(self._sid_of_fp) + 1
+        self._sids[key] = s
+        return s
+
     def _frames_for(self, pids: np.ndarray, ips: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-        """Frame id of each (pid, ip, kernel?) triple, resolving only addresses
-        not seen before in the same address-space generation."""
+        """Frame id of each (pid, ip, kernel?) triple; only addresses not seen
+        before in the same address-space generation are symbolized."""
         n = len(ips)
         out = np.empty(n, dtype=np.int64)
         if n == 0:
             return out
-        keys = np.where(kernel, np.int64(_KERNEL_KEY), pids)
-        order = np.argsort(keys, kind="stable")
-        sk = keys[order]
-        cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [n]))
-        miss_rows: list[np.ndarray] = []
-        miss_ips: list[np.ndarray] = []
-        miss_keys: list[int] = []
-        groups = []
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            rows = order[s:e]
-            key = int(sk[s])
-            epoch = self._kepoch if key == _KERNEL_KEY else self._epoch.get(key, 0)
-            u, inv = np.unique(ips[rows], return_inverse=True)
-            inv = inv.reshape(-1)
-            ent = self._cache.get(key)
-            if ent is None or ent[0] != epoch:
-                ent = (epoch, np.zeros(0, np.uint64), np.zeros(0, np.int64))
-                self._cache[key] = ent
-            _, cips, cfid = ent
-            if len(cips):
-                pos = np.searchsorted(cips, u)
-                posc = np.minimum(pos, len(cips) - 1)
-                hit = cips[posc] == u
+        if self._kcache_epoch != self._kepoch:
+            self._kcache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+            self._kcache_epoch = self._kepoch
+        user = ~kernel
+        wide = user & (ips >= np.uint64(1 << 48))  # not a user address of any 48-bit VA: never cached
+        cached_user = user & ~wide
+        keys = np.zeros(n, dtype=np.uint64)
+        if cached_user.any():
+            up = pids[cached_user]
+            u, inv = np.unique(up, return_inverse=True)
+            sids = np.array([self._sid(int(p)) for p in u.tolist()], dtype=np.uint64)
+            keys[cached_user] = (sids[inv.reshape(-1)] << np.uint64(48)) | ips[cached_user]
+        for sel, which in ((cached_user, "u"), (kernel, "k")):
+            if not sel.any():
+                continue
+            rows = np.flatnonzero(sel)
+            k = keys[rows] if which == "u" else ips[rows]
+            uk, kinv = np.unique(k, return_inverse=True)
+            kinv = kinv.reshape(-1)
+            ckeys, cfids = self._ucache if which == "u" else self._kcache
+            if len(ckeys):
+                pos = np.minimum(np.searchsorted(ckeys, uk), len(ckeys) - 1)
+                hit = ckeys[pos] == uk
+                ufid = np.where(hit, cfids[pos], -1)
             else:
-                posc = np.zeros(len(u), np.int64)
-                hit = np.zeros(len(u), bool)
-            ufid = np.where(hit, cfid[posc] if len(cfid) else 0, -1)
-            groups.append((rows, key, epoch, u, inv, ufid, hit))
+                hit = np.zeros(len(uk), dtype=bool)
+                ufid = np.full(len(uk), -1, dtype=np.int64)
             if not hit.all():
-                miss_keys.append(key)
-                miss_ips.append(u[~hit])
-        if miss_ips:
-            self._resolve_new(miss_keys, miss_ips)
-        for rows, key, epoch, u, inv, ufid, hit in groups:
-            if not hit.all():
-                _, cips, cfid = self._cache[key]
-                pos = np.searchsorted(cips, u[~hit])
-                ufid[~hit] = cfid[pos]
-            out[rows] = ufid[inv]
+                miss = np.flatnonzero(~hit)
+                # one representative row per missing key gives its pid and ip
+                rep = np.empty(len(uk), dtype=np.int64)
+                rep[kinv] = rows
+                r = rep[miss]
+                new = self._new_frames(pids[r], ips[r], kernel[r])
+                ufid[miss] = new
+                nk = np.concatenate((ckeys, uk[miss]))
+                nf = np.concatenate((cfids, new))
+                o = np.argsort(nk, kind="stable")
+                if which == "u":
+                    self._ucache = (nk[o], nf[o])
+                else:
+                    self._kcache = (nk[o], nf[o])
+            out[rows] = ufid[kinv]
+        if wide.any():
+            rows = np.flatnonzero(wide)
+            out[rows] = self._new_frames(pids[rows], ips[rows], kernel[rows])
         return out
 
-    def _resolve_new(self, keys: list[int], ipss: list[np.ndarray]) -> None:
-        counts = [len(x) for x in ipss]
-        ips = np.concatenate(ipss)
-        kpid = np.repeat(np.asarray(keys, dtype=np.int64), counts)
-        kernel = kpid == _KERNEL_KEY
-        pids = np.where(kernel, -1, kpid)
-        res = self.symbolizer.resolve_many(pids, ips, kernel)
+    def _new_frames(self, pids: np.ndarray, ips: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+        """Symbolize addresses and append them to the frame table."""
+        res = self.symbolizer.resolve_many(np.where(kernel, -1, pids), ips, kernel)
         addr = ips.copy()
         # map-relative addresses of user frames (perf's map__map_ip: ip - start + pgoff)
-        pos = 0
-        for key, cnt in zip(keys, counts):
-            if key != _KERNEL_KEY:
-                space = self.maps.spaces.get(key)
-                if space is not None and len(space):
-                    seg = ips[pos:pos + cnt]
-                    idx = space.find_many(seg)
-                    ok = idx >= 0
-                    if ok.any():
-                        starts = np.fromiter((m.start for m in space), np.uint64, len(space))
-                        pgoffs = np.fromiter((m.pgoff for m in space), np.uint64, len(space))
-                        ii = idx[ok]
-                        sub = addr[pos:pos + cnt]
-                        sub[ok] = seg[ok] - starts[ii] + pgoffs[ii]
-            pos += cnt
+        user = np.flatnonzero(~kernel)
+        if len(user):
+            up = pids[user]
+            o = np.argsort(up, kind="stable")
+            sp = up[o]
+            cuts = np.flatnonzero(sp[1:] != sp[:-1]) + 1
+            for grp in np.split(o, cuts):
+                pid = int(up[grp[0]])
+                space = self.maps.spaces.get(pid)
+                if space is None or not len(space):
+                    continue
+                rows = user[grp]
+                seg = ips[rows]
+                idx = space.find_many(seg)
+                ok = idx >= 0
+                if ok.any():
+                    starts = np.fromiter((m.start for m in space), np.uint64, len(space))
+                    pgoffs = np.fromiter((m.pgoff for m in space), np.uint64, len(space))
+                    ii = idx[ok]
+                    addr[rows[ok]] = seg[ok] - starts[ii] + pgoffs[ii]
         fids = np.arange(self._nframes, self._nframes + len(ips), dtype=np.int64)
         self._nframes += len(ips)
         f = self._frames
-        f["ip"].append(ips)
+        f["ip"].append(ips.copy())
         f["addr"].append(addr)
         f["dso"].append(res.dso_id.astype(np.int32))
         f["sym"].append(res.sym_id.astype(np.int64))
         f["off"].append(res.offset.astype(np.uint64))
-        f["kernel"].append(kernel)
-        pos = 0
-        for key, cnt in zip(keys, counts):
-            epoch, cips, cfid = self._cache[key]
-            nips = np.concatenate((cips, ips[pos:pos + cnt]))
-            nfid = np.concatenate((cfid, fids[pos:pos + cnt]))
-            o = np.argsort(nips, kind="stable")
-            self._cache[key] = (epoch, nips[o], nfid[o])
-            pos += cnt
+        f["kernel"].append(kernel.copy())
+        return fids
 
     def _resolve(self, p: _Pending) -> None:
         n = len(p)
@@ -532,16 +671,7 @@ class ProfileBuilder:
             return
         c = p.cols
         out = self._out
-        # comm of each sample from its thread
-        tids = c["tid"]
-        ut, tinv = np.unique(tids, return_inverse=True)
-        cid = np.empty(len(ut), dtype=np.int32)
-        for i, t in enumerate(ut.tolist()):
-            v = self._comm_of.get(t)
-            if v is None:
-                v = self._comm_of[t] = self.comm_id(f":{t}")
-            cid[i] = v
-        out["comm"].append(cid[tinv.reshape(-1)])
+        out["comm"].append(c["comm"] if "comm" in c else self._comms_now(c["tid"]))
         kernel_ip = _KERNEL_MODES[c["cpumode"] & 7]
         leaf_n = n
         if "cc" in p.flat:
@@ -649,14 +779,22 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     its header), unless ``kernel_symbols`` says otherwise.
     """
     from ..perfdata import PerfDataFile
+    from ._fastload import load_kernel_symbols, plain_data_chunks
 
     own = not isinstance(path_or_file, PerfDataFile)
     pf = PerfDataFile(path_or_file) if own else path_or_file
     try:
         if symbolizer is None:
             ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
-            symbolizer = Symbolizer(kernel=None if ks else False)
-        src = pf.records()
+            symbolizer = Symbolizer(kernel=load_kernel_symbols() if ks else False)
+        chunks = None
+        if isinstance(path_or_file, (str, os.PathLike)) and os.fspath(path_or_file) != "-":
+            chunks = plain_data_chunks(pf, os.fspath(path_or_file))
+        if chunks is not None:
+            src = RecordSource(chunks, AttrTable([(a.attr, a.ids) for a in pf.attrs],
+                                                 names=[a.name for a in pf.attrs]))
+        else:
+            src = pf.records()
         return build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
                              name=pf.source)
     finally:

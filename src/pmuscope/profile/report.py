@@ -105,6 +105,44 @@ def _frame_sym_keys(p: Profile) -> np.ndarray:
     return key
 
 
+def _combine(cols: list[np.ndarray], size: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """Dense key of the rows of ``cols`` (mixed radix over each column's
+    ranks, then compacted): (key per row, number of keys, first row of each key)."""
+    if not cols:
+        return np.zeros(size, dtype=np.int64), 1, np.zeros(1, dtype=np.int64)
+    combined = np.zeros(size, dtype=np.int64)
+    for c in cols:
+        u, inv = _dense(c)
+        combined = combined * len(u) + inv
+    _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), len(first), first
+
+
+def _sample_keys(p: Profile, sort) -> tuple[np.ndarray, int, np.ndarray]:
+    cols = []
+    for k in sort:
+        if k == "comm":
+            cols.append(p.comm.astype(np.int64))
+        elif k in ("pid", "tid"):
+            cols.append(getattr(p, k))
+        elif k == "cpu":
+            cols.append(p.cpu.astype(np.int64))
+    return _combine(cols, len(p))
+
+
+def _frame_keys(p: Profile, sort) -> tuple[np.ndarray, int, np.ndarray]:
+    cols = []
+    for k in sort:
+        if k == "dso":
+            cols.append(p.frame_dso.astype(np.int64))
+        elif k == "sym":
+            cols.append(_frame_sym_keys(p))
+    if cols and "sym" in sort:
+        # perf's [k]/[.] level is part of what a row shows
+        cols.append(p.frame_kernel.astype(np.int64))
+    return _combine(cols, len(p.frame_ip))
+
+
 def _dense(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     u, inv = np.unique(col, return_inverse=True)
     return u, inv.reshape(-1).astype(np.int64)
@@ -127,73 +165,58 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     rep = Report(ev, n, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
     if n == 0:
         return rep
-    fsym = _frame_sym_keys(p) if "sym" in sort else None
-
-    # sample-level key columns and frame-level key columns
-    def frame_cols(frames: np.ndarray, sample_idx: np.ndarray) -> list[np.ndarray]:
-        cols = []
-        for k in sort:
-            if k == "comm":
-                cols.append(p.comm[sample_idx].astype(np.int64))
-            elif k == "pid":
-                cols.append(p.pid[sample_idx])
-            elif k == "tid":
-                cols.append(p.tid[sample_idx])
-            elif k == "cpu":
-                cols.append(p.cpu[sample_idx].astype(np.int64))
-            elif k == "dso":
-                cols.append(p.frame_dso[frames].astype(np.int64))
-            elif k == "sym":
-                cols.append(fsym[frames])
-        return cols
-
-    sidx = np.arange(n, dtype=np.int64)
-    leaf_cols = frame_cols(p.leaf, sidx)
-    if children and p.has_callchain:
-        frames, offsets = p.stack, p.stack_offsets
-        st_idx = np.repeat(sidx, np.diff(offsets))
-        # the leaf (sample ip) is an entry of its own chain too
-        all_frames = np.concatenate((p.leaf, frames))
-        all_s = np.concatenate((sidx, st_idx))
-        cols = frame_cols(all_frames, all_s)
+    # dense keys: one for the sample-level sort keys (comm, pid, tid, cpu),
+    # one for the frame-level ones (dso, sym), computed on the small tables
+    skey, ns, srep = _sample_keys(p, sort)
+    fkey, nf, frep = _frame_keys(p, sort)
+    leaf_key = skey * nf + fkey[p.leaf]
+    use_children = children and p.has_callchain
+    if use_children:
+        st_s = np.repeat(np.arange(n, dtype=np.int64), np.diff(p.stack_offsets))
+        row_key = skey[st_s] * nf + fkey[p.stack]
+        # each sample counts once per distinct entry of its chain (leaf included)
+        pair = np.concatenate((np.arange(n, dtype=np.int64), st_s)) * (ns * nf) + \
+            np.concatenate((leaf_key, row_key))
+        pair.sort()
+        first_of = np.ones(len(pair), dtype=bool)
+        first_of[1:] = pair[1:] != pair[:-1]
+        pair = pair[first_of]
+        ch_key = pair % (ns * nf)
+        ch_w = p.period.astype(np.float64)[pair // (ns * nf)]
+    # compact the key space
+    if ns * nf <= (1 << 24):
+        present = np.zeros(ns * nf, dtype=bool)
+        present[leaf_key] = True
+        if use_children:
+            present[ch_key] = True
+        ukey = np.flatnonzero(present)
+        remap = np.full(ns * nf, -1, dtype=np.int64)
+        remap[ukey] = np.arange(len(ukey))
+        self_k = remap[leaf_key]
+        ch_k = remap[ch_key] if use_children else None
     else:
-        cols = leaf_cols
-        all_s = sidx
-    # combine into one key: dense-rank each column, mixed radix
-    combined = np.zeros(len(all_s), dtype=np.int64)
-    uniques = []
-    for c in cols:
-        u, inv = _dense(c)
-        uniques.append(u)
-        combined = combined * len(u) + inv
-    ukey, kinv = np.unique(combined, return_inverse=True)
-    kinv = kinv.reshape(-1)
+        ukey, inv = np.unique(np.concatenate((leaf_key, ch_key)) if use_children else leaf_key,
+                              return_inverse=True)
+        inv = inv.reshape(-1)
+        self_k = inv[:n]
+        ch_k = inv[n:] if use_children else None
     nkeys = len(ukey)
-    self_key = kinv[:n]
-    self_period = np.bincount(self_key, weights=p.period.astype(np.float64), minlength=nkeys)
-    self_samples = np.bincount(self_key, minlength=nkeys)
+    self_period = np.bincount(self_k, weights=p.period.astype(np.float64), minlength=nkeys)
+    self_samples = np.bincount(self_k, minlength=nkeys)
     child_period = child_samples = None
-    if children and p.has_callchain:
-        pair = np.unique(all_s * nkeys + kinv)
-        ent = pair % nkeys
-        smp = pair // nkeys
-        child_period = np.bincount(ent, weights=p.period[smp].astype(np.float64), minlength=nkeys)
-        child_samples = np.bincount(ent, minlength=nkeys)
+    if use_children:
+        child_period = np.bincount(ch_k, weights=ch_w, minlength=nkeys)
+        child_samples = np.bincount(ch_k, minlength=nkeys)
     elif children:
         child_period, child_samples = self_period, self_samples
     main = child_period if child_period is not None else self_period
     order = np.lexsort((-self_period, -main))
     limit = percent_limit * total / 100.0
-    # a representative row (sample or frame occurrence) of each key, to name it
-    first = np.full(nkeys, -1, dtype=np.int64)
-    first[kinv[::-1]] = np.arange(len(kinv) - 1, -1, -1)
-    rep_frames = np.concatenate((p.leaf, p.stack)) if children and p.has_callchain else p.leaf
     for k in order.tolist():
         if main[k] < limit or main[k] <= 0:
             continue
-        row_i = int(first[k])
-        s = int(all_s[row_i])
-        fr = int(rep_frames[row_i])
+        s = int(srep[int(ukey[k]) // nf])
+        fr = int(frep[int(ukey[k]) % nf])
         keys: dict[str, object] = {}
         disp: dict[str, str] = {}
         for name in sort:

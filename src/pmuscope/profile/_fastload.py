@@ -1,0 +1,153 @@
+"""Fast paths for reading a recording: whole-record chunks cut straight from a
+plain perf.data data section, and ``/proc/kallsyms`` parsed with numpy.
+
+Both give the same result as the general code (``PerfDataFile.raw_chunks``,
+``KernelSymbols.load``) and fall back to it when the input is not the plain
+case (pipe mode, compressed data, AUX payloads; an unusual kallsyms layout).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Iterator
+
+import numpy as np
+
+from ..symbols import KERNEL_DSO, KernelSymbols, SymbolTable
+from ..symbols.table import _ends
+
+CHUNK_BYTES = 4 << 20
+_KEEP = np.zeros(256, dtype=bool)
+_KEEP[list(b"TtWwDdBb")] = True  # perf's symbol_type__filter()
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _i
+
+
+def plain_data_chunks(pf, path: str) -> Iterator[tuple[int, memoryview]] | None:
+    """``(file offset, chunk)`` pairs covering the data section of a
+    file-mode perf.data with no compressed records and no AUX payloads, cut
+    at record boundaries every ~4 MiB; None when the file is not that case."""
+    from ..perfdata import Feature
+
+    if pf.pipe if hasattr(pf, "pipe") else pf.header.pipe:
+        return None
+    if Feature.COMPRESSED in pf.features or Feature.AUXTRACE in pf.features:
+        return None
+    off, size = pf.header.data.offset, pf.header.data.size
+    if size <= 0 or size % 8 or off % 8:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if off + size > st.st_size:
+        return None
+    return _chunks(path, off, size)
+
+
+def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    buf = memoryview(mm)
+    h16 = buf[off:off + size].cast("H")
+    pos = 0
+    try:
+        while pos < size:
+            cut = min(pos + CHUNK_BYTES, size)
+            p = pos
+            while p < cut:
+                sz = h16[(p >> 1) + 3]
+                if sz < 8:
+                    break  # malformed: hand the rest over, the decoder names the offset
+                p += sz
+            if p <= pos or p > size or p < cut and p != size:
+                p = size
+            yield off + pos, buf[off + pos:off + p]
+            pos = p
+    finally:
+        del h16
+        buf.release()
+        try:
+            mm.close()
+        except BufferError:  # views still held by the caller: freed with them
+            pass
+
+
+def load_kernel_symbols(procfs_root: str = "/proc") -> KernelSymbols:
+    """:meth:`KernelSymbols.load` with the core kernel's symbols parsed in
+    bulk (the ~100k lines of kallsyms) and names decoded on demand."""
+    try:
+        with open(os.path.join(procfs_root, "kallsyms"), "rb") as f:
+            data = f.read()
+    except OSError:
+        return KernelSymbols.load(procfs_root)
+    try:
+        fast = _parse_core(data)
+    except (ValueError, IndexError):
+        fast = None
+    if fast is None:
+        return KernelSymbols.load(procfs_root)
+    table, module_lines = fast
+    try:
+        with open(os.path.join(procfs_root, "modules")) as f:
+            modules = f.read()
+    except OSError:
+        modules = ""
+    ks = KernelSymbols.parse(b"\n".join(module_lines), modules)
+    ks.tables[KERNEL_DSO] = table
+    if len(table):
+        ks.kernel_start = int(table.starts[0])
+        ks.kernel_end = int(table.ends[-1])
+    ks.addresses_hidden = False
+    ks.hidden_reason = None
+    return ks
+
+
+def _parse_core(data: bytes):
+    """(core kernel SymbolTable, module lines) or None when the layout is not
+    the usual ``<16 hex> <type> <name>[\\t[module]]``."""
+    if not data:
+        return None
+    arr = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    if not len(nl) or nl[-1] != len(arr) - 1:
+        nl = np.append(nl, len(arr))
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    ends = nl
+    starts, ends = starts[ends > starts], ends[ends > starts]
+    if not len(starts) or (ends - starts < 20).any():
+        return None
+    if (arr[starts + 16] != 32).any() or (arr[starts + 18] != 32).any():
+        return None
+    digits = _HEX[arr[starts[:, None] + np.arange(16)]]
+    if (digits == 255).any():
+        return None
+    addr = np.zeros(len(starts), dtype=np.uint64)
+    for k in range(16):
+        addr = (addr << np.uint64(4)) | digits[:, k].astype(np.uint64)
+    if not addr.any():
+        return None  # kptr_restrict: the general path explains why
+    tab = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(arr == 9, out=tab[1:])
+    has_mod = tab[ends] - tab[starts] > 0
+    module_lines = [data[s:e] for s, e in zip(starts[has_mod].tolist(), ends[has_mod].tolist())]
+    keep = ~has_mod & _KEEP[arr[starts + 17]] & (addr != 0)
+    a = addr[keep]
+    ns, ne = starts[keep] + 19, ends[keep]
+    order = np.argsort(a, kind="stable")
+    a, ns, ne = a[order], ns[order], ne[order]
+    if len(a) > 1:  # the last definition at an address wins, as in SymbolTable.from_arrays
+        last = np.ones(len(a), dtype=bool)
+        last[:-1] = a[1:] != a[:-1]
+        a, ns, ne = a[last], ns[last], ne[last]
+    sym_ends = _ends(a, np.zeros(len(a), dtype=np.uint64), True, None)
+    ns_l, ne_l = ns.tolist(), ne.tolist()
+
+    def name_of(i: int) -> str:
+        return data[ns_l[i]:ne_l[i]].decode("utf-8", "replace")
+
+    return SymbolTable(a, sym_ends, name_of), module_lines
