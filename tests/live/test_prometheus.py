@@ -202,6 +202,11 @@ def test_prometheus_scrapes_serve(prometheus_bins, tmp_path):
             inc = _query(base, f'increase({name}{{event="context-switches"}}[1m])')
             assert len(inc) == len(cpus) and all(float(s["value"][1]) > 0 for s in inc), (name, inc)
         assert _query(base, "pmuscope_scrapes_total")[0]["value"][1] != "0"
+        # Prometheus negotiated OpenMetrics: '# UNIT' reached its metadata, and the info family was read
+        meta = json.loads(_get(f"{base}/api/v1/targets/metadata?" + urllib.parse.urlencode(
+            {"match_target": '{job="pmuscope"}', "metric": "pmuscope_perf_cpu_clock_seconds"})))["data"]
+        assert meta and meta[0]["type"] == "counter" and meta[0]["unit"] == "seconds", meta
+        assert _query(base, "pmuscope_build_info")[0]["metric"]["version"]
         assert _query(base, 'pmuscope_open_fds{kind="perf_event"}')[0]["value"][1] == str(len(events.split(",")) * len(cpus))
         util = _query(base, "pmuscope_cpu_utilization_ratio")
         assert len(util) == len(cpus) and all(0 <= float(s["value"][1]) <= 1 for s in util)

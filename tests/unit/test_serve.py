@@ -342,3 +342,8 @@ def test_textfile_written_atomically(tmp_path):
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
     with pytest.raises(errors.PmuscopeError, match="does not exist"):
         write_textfile(ex, str(tmp_path / "missing"))
+
+
+def test_duplicate_event_is_refused():
+    with pytest.raises(errors.PmuscopeError, match="list each event once"):
+        _exporter([(1, _arr([[(1, 1, 1)], [(1, 1, 1)]]))], events="cycles,cpu-cycles", cpus=(0,))

@@ -132,6 +132,15 @@ class CounterExporter:
         self._metrics = [
             [event_metric(ev.spec) for ev in src.counter.evsels] for src in self.sources
         ]
+        for src, metrics in zip(self.sources, self._metrics):
+            seen: dict[tuple[str, str], str] = {}
+            for ev, em in zip(src.counter.evsels, metrics):
+                key = (em.name, ev.spec.modifiers)
+                if key in seen:
+                    raise errors.PmuscopeError(
+                        f"events {seen[key]!r} and {ev.name!r} would both be exposed as {em.name}_total with the same "
+                        "labels: list each event once")
+                seen[key] = ev.name
 
     # -- keys -------------------------------------------------------------
     def _key_labels(self, cpu: int) -> dict[str, str]:
@@ -358,4 +367,9 @@ def open_exporter(
                 t.counter.close()
             raise errors.EventNotSupportedError(
                 f"none of the events {events!r} can be counted here; see `pmuscope list` and `pmuscope doctor`")
-    return CounterExporter(sources, per=per, node_of=node_of, window=window, procfs=os.path.join(root, "proc"))
+    try:
+        return CounterExporter(sources, per=per, node_of=node_of, window=window, procfs=os.path.join(root, "proc"))
+    except BaseException:
+        for s in sources:
+            s.counter.close()
+        raise

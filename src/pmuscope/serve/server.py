@@ -7,6 +7,7 @@ no endpoint that starts a recording, changes events or attaches to a process.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import sys
@@ -93,8 +94,9 @@ class MetricsServer(ThreadingHTTPServer):
         try:
             super().__init__((address, port), _Handler)
         except OSError as err:
-            raise errors.PmuscopeError(f"cannot listen on {address}:{port}: {err.strerror or err}; "
-                                       "choose another --port (0 picks a free one)") from None
+            hint = ("choose another --port (0 picks a free one)" if err.errno == errno.EADDRINUSE
+                    else "--address must be an address of this machine (default 127.0.0.1)")
+            raise errors.PmuscopeError(f"cannot listen on {address}:{port}: {err.strerror or err}; {hint}") from None
 
     @property
     def port(self) -> int:
