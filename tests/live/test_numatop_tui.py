@@ -52,3 +52,18 @@ def test_live_screen(tmp_path):
     assert any(line.split()[:1] == ["0"] for line in nodes.splitlines())
     svg = (tmp_path / "home.svg").read_text()
     assert svg.startswith("<svg") and "PROC" in svg
+
+
+def test_cli_tui_exits_after_run_time(tmp_path):
+    import shutil
+
+    if shutil.which("script") is None:
+        pytest.skip("util-linux 'script' (a pseudo-terminal for the UI) is not installed")
+    log = tmp_path / "tty.log"
+    t0 = time.monotonic()
+    out = subprocess.run(["script", "-qec", f"{sys.executable} -m pmuscope numatop -t 1.5 -d 0.5", str(log)],
+                         capture_output=True, timeout=60)
+    assert out.returncode == 0
+    assert 1.5 <= time.monotonic() - t0 < 30
+    screen = log.read_bytes().decode("utf-8", "replace")
+    assert "Monitoring the load" in screen and "Q quit" in screen

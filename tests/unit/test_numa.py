@@ -78,6 +78,16 @@ def test_numa_maps_sums_pages_times_page_size():
     assert parse_numa_maps(text, base_page_kb=64)[0] == 2 * 4096 + 64 * 1024
 
 
+def test_numa_maps_by_area_joins_maps_on_start_address():
+    from pmuscope.numa.model import parse_numa_maps_by_area
+
+    text = (NUMA / "two-node" / "t1" / "proc" / "100" / "numa_maps").read_text()
+    by_area = parse_numa_maps_by_area(text)
+    assert by_area[0x400000] == {0: 5 * 4096}
+    assert by_area[0x7F1000000000] == {1: 10 * 2048 * 1024}
+    assert sum(sum(v.values()) for v in by_area.values()) == sum(parse_numa_maps(text).values())
+
+
 def test_stat_with_parentheses_in_comm():
     line = "42 (a (b) c) S 1 42 42 0 -1 0 7 0 3 0 1 2 0 0 20 0 5 0 1 2 3" + " 0" * 14 + " 9 0 0"
     st = parse_stat(line)

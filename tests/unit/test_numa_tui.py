@@ -33,9 +33,9 @@ class FakeSampler:
         self.closed = True
 
 
-def _drive(snap, keys_and_checks, size=(140, 40)):
+def _drive(snap, keys_and_checks, size=(140, 40), **kw):
     sampler = FakeSampler(snap)
-    app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"))
+    app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"), **kw)
     screens = []
 
     async def go():
@@ -88,8 +88,22 @@ def test_views_show_the_recorded_values(two_node):
     assert ["IMC", "bandwidth", "(MB/s)", "n/a"] in _rows(detail)
     maps = dict(screens)[("m",)]
     assert "Memory areas of process 100" in maps and "/usr/bin/mgen" in maps
+    # ADDR SIZE(K) PERMS ACCESS% LAT(ns) N0(K) N1(K) DESC, placement joined from numa_maps by start address
+    assert ["400000", "4", "r-xp", "n/a", "n/a", "20", "0", "/usr/bin/mgen"] in _rows(maps)
+    assert ["7f0000000000", "400", "rw-p", "n/a", "n/a", "240", "160", "[anon]"] in _rows(maps)
     assert "n/a ACCESS%/LAT" in maps
     assert sampler.closed  # q quits and closes the events
+
+
+def test_node_filter_and_memory_sort(two_node):
+    _, _, screens = _drive(two_node, [], node=1)
+    home = dict(screens)["start"]
+    assert "node filter 1" in home
+    pids = [r[0] for r in _rows(home) if r and r[0].isdigit()]
+    assert pids == ["100"]  # only mgen ran on node 1's CPUs
+    _, _, screens = _drive(two_node, [], sort="mem_kb")
+    pids = [r[0] for r in _rows(dict(screens)["start"]) if r and r[0].isdigit()]
+    assert pids == ["200", "100"]  # db holds a 1 GiB page
 
 
 def test_failure_to_open_is_shown_not_raised(two_node):

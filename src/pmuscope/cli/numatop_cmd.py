@@ -121,7 +121,8 @@ def _run(args: argparse.Namespace) -> int:
     if not scripted:
         from ..tui.numatop_app import run_app
 
-        return run_app(delay=args.delay or 5.0, run_time=args.time, pmu=not args.no_pmu, switches=not args.no_switches)
+        return run_app(delay=args.delay or 5.0, run_time=args.time, pmu=not args.no_pmu, switches=not args.no_switches,
+                       node=args.node, sort=args.sort, top=args.top)
     delay = args.delay if args.delay is not None else (1.0 if args.once or args.stream else 5.0)
     with NumaSampler(pmu=not args.no_pmu, switches=not args.no_switches, threads=args.threads,
                      memory=False) as sampler:

@@ -161,6 +161,22 @@ def parse_numa_maps(text: str, base_page_kb: int = 4) -> dict[int, int]:
     return out
 
 
+def parse_numa_maps_by_area(text: str, base_page_kb: int = 4) -> dict[int, dict[int, int]]:
+    """Per-VMA placement: start address → bytes per node. numa_maps lines
+    begin with the VMA's start address, the same as the first column of
+    ``/proc/PID/maps``, so the two files join on it (numatop's area → node
+    breakdown, WIN8, without a ``move_pages`` query per page)."""
+    out: dict[int, dict[int, int]] = {}
+    for line in text.splitlines():
+        head = line.split(" ", 1)[0]
+        try:
+            start = int(head, 16)
+        except ValueError:
+            continue
+        out[start] = parse_numa_maps(line, base_page_kb)
+    return out
+
+
 def read_numa_maps(root: str, pid: int) -> dict[int, int] | None:
     """Per-node bytes of ``pid`` (None when unreadable: gone, or no permission)."""
     text = _fs.read_text(root, f"proc/{pid}/numa_maps")

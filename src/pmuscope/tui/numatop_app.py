@@ -31,8 +31,16 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.binding import Binding  # noqa: E402
 from textual.widgets import DataTable, Footer, Static  # noqa: E402
 
-from ..numa.model import read_maps, read_numa_maps  # noqa: E402
+from ..numa.model import parse_numa_maps_by_area, read_maps, read_numa_maps  # noqa: E402
+from ..system import _fs  # noqa: E402
 from ..numa.snapshot import NumaSampler, Snapshot, attach_memory, select_rows  # noqa: E402
+
+class _NodeRef:
+    """The two fields of a node the row filters need."""
+
+    def __init__(self, id: int, cpus: tuple[int, ...]) -> None:
+        self.id, self.cpus = id, cpus
+
 
 SORT_KEYS = {"1": "rma", "2": "lma", "3": "rma_lma", "4": "cpi", "5": "cpu_pct"}
 
@@ -76,9 +84,10 @@ class NumatopApp(App):
 
     def __init__(self, *, delay: float = 5.0, run_time: float | None = None,
                  sampler_factory: Callable[[], Any] | None = None, top: int = 200,
-                 root: str = "/") -> None:
+                 root: str = "/", node: int | None = None, sort: str = "cpu_pct") -> None:
         super().__init__()
         self.root = root
+        self.node_filter = node
         self.delay = delay
         self.run_time = run_time
         self.sampler_factory = sampler_factory or (lambda: NumaSampler(threads=True))
@@ -87,7 +96,7 @@ class NumatopApp(App):
         self.snap: Snapshot | None = None
         self.view_name = "home"
         self.history: list[str] = []
-        self.sort = "cpu_pct"
+        self.sort = sort
         self.pid: int | None = None
         self.node_id: int | None = None
         self.refreshes = 0
@@ -142,7 +151,8 @@ class NumatopApp(App):
     def _header(self) -> None:
         snap = self.snap
         plat = self.sampler.platform.name if self.sampler is not None else "?"
-        lines = [f"[b]{self.view_title()}[/b]   platform {plat}   interval {self.delay:g}s   sort {self.sort}"
+        where = f"   node filter {self.node_filter}" if self.node_filter is not None else ""
+        lines = [f"[b]{self.view_title()}[/b]   platform {plat}   interval {self.delay:g}s   sort {self.sort}{where}"
                  + (f"   refreshed {self.refreshes}x, last {snap.interval_s:.2f}s" if snap else "   (waiting for the first interval)")]
         if snap is not None:
             if snap.attribution.get("unattributed_pct"):
@@ -173,9 +183,11 @@ class NumatopApp(App):
             table.add_row(*row, key=keys[i] if keys else None)
 
     def _processes(self) -> list[dict[str, Any]]:
-        rows = [r for r in self.snap.processes if (r["cpu_pct"] or 0) > 0]
-        rows = select_rows(rows, sort=self.sort, top=self.top)
-        return rows
+        rows = [r for r in self.snap.processes if (r["cpu_pct"] or 0) > 0 or self.node_filter is not None]
+        if self.node_filter is not None or self.sort.startswith("mem"):
+            attach_memory(rows, [_NodeRef(n["node"], tuple(n["cpus"])) for n in self.snap.nodes], self.root)
+        return select_rows(rows, sort=self.sort, top=self.top, node=self.node_filter,
+                           nodes=[_NodeRef(n["node"], tuple(n["cpus"])) for n in self.snap.nodes])
 
     def _render(self) -> None:
         self._header()
@@ -208,9 +220,14 @@ class NumatopApp(App):
             self._table(cols, rows)
         elif v == "maps":
             areas = read_maps(self.root, self.pid) if self.pid is not None else None
-            cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)", "DESC"]
-            why = "n/a"
-            rows = [[f"{a.start:x}", str(a.size // 1024), a.perms, why, why, a.desc] for a in (areas or [])]
+            placement = parse_numa_maps_by_area(_fs.read_text(self.root, f"proc/{self.pid}/numa_maps") or "")
+            node_ids = [n["node"] for n in snap.nodes]
+            cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)"] + [f"N{n}(K)" for n in node_ids] + ["DESC"]
+            rows = []
+            for a in areas or []:
+                place = placement.get(a.start, {})
+                rows.append([f"{a.start:x}", str(a.size // 1024), a.perms, "n/a", "n/a"]
+                            + [str(place.get(n, 0) // 1024) for n in node_ids] + [a.desc])
             self._table(cols, rows)
             self.header_text += "\nn/a ACCESS%/LAT: load-latency sampling (PEBS/IBS/SPE) is not part of this view yet"
             self.query_one("#header", Static).update(self.header_text)
@@ -311,8 +328,9 @@ class NumatopApp(App):
             self.sampler.close()
 
 
-def run_app(*, delay: float = 5.0, run_time: float | None = None, pmu: bool = True, switches: bool = True) -> int:
-    app = NumatopApp(delay=delay, run_time=run_time,
+def run_app(*, delay: float = 5.0, run_time: float | None = None, pmu: bool = True, switches: bool = True,
+            node: int | None = None, sort: str = "cpu_pct", top: int | None = None) -> int:
+    app = NumatopApp(delay=delay, run_time=run_time, node=node, sort=sort, top=top or 200,
                      sampler_factory=lambda: NumaSampler(pmu=pmu, switches=switches, threads=True, memory=False))
     app.run()
     return 0 if app.error is None else 1
