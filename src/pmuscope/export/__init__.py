@@ -8,13 +8,19 @@ Public API::
     pprof.write(ep, "cpu.pb.gz"); speedscope.write(ep, "cpu.speedscope.json")
     pusher = PyroscopePusher("http://127.0.0.1:4040", "pmuscope.cpu", {"host": "h"})
     pusher.push(ep, start, end, {"event": "cycles"}); pusher.close()
+    ep, event = load("perf.data"); data = render(ep, "pprof"); push_once(ep, url, "app", {...})
 """
 
 from . import pprof, speedscope
+from .files import FORMATS, load, push_once, render
 from .model import CLOCK_EVENTS, ExportProfile, Frame, Mapping, aggregate_rows, from_folded, from_profile, from_stacks
 from .push import PushStats, PyroscopePusher, app_name, sample_type_config
 
 __all__ = [
+    "FORMATS",
+    "load",
+    "push_once",
+    "render",
     "CLOCK_EVENTS",
     "ExportProfile",
     "Frame",

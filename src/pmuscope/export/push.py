@@ -39,6 +39,7 @@ _LABEL_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.]*$")
 
 @dataclass
 class PushStats:
+    url: str = ""
     queued: int = 0
     sent: int = 0
     retries: int = 0
@@ -113,7 +114,7 @@ class PyroscopePusher:
         self.timeout = timeout
         self.jitter = jitter
         self.on_drop = on_drop
-        self.stats = PushStats()
+        self.stats = PushStats(url=self.url)
         self._queue: collections.deque[_Item] = collections.deque()
         self._max_queue = max_queue
         self._cv = threading.Condition()

@@ -1,0 +1,92 @@
+"""File-level helpers behind ``pmuscope export``: load a recording (or folded
+stacks) as an :class:`ExportProfile`, write it in a format, push it once."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Mapping
+
+from .. import errors
+from .model import ExportProfile, from_folded, from_profile
+
+FORMATS = ("pprof", "speedscope", "folded")
+DEFAULT_OUTPUT = {"pprof": "perf.pb.gz", "speedscope": "perf.speedscope.json", "folded": "perf.folded"}
+
+
+def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | None = None,
+         select: Callable | None = None, aggregate: bool = True) -> tuple[ExportProfile, str]:
+    """Read ``path`` (perf.data, ``-`` for stdin, or folded text when
+    ``input_format="folded"`` or the name ends in ``.folded``/``.txt``) →
+    ``(ExportProfile, event label)``. ``select`` maps the
+    :class:`~pmuscope.profile.Profile` before conversion (filters). Build ids
+    come from the file's HEADER_BUILD_ID feature."""
+    fmt = input_format or ("folded" if path.endswith((".folded", ".txt")) else "perf.data")
+    if fmt == "folded":
+        try:
+            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        except OSError as err:
+            raise errors.PmuscopeError(f"cannot read {path}: {err.strerror}") from None
+        return from_folded(text, name=os.path.basename(path)), "samples"
+    if fmt != "perf.data":
+        raise errors.PmuscopeError(f"unknown input format {fmt!r}: expected perf.data or folded")
+    from ..perfdata import Feature, PerfDataFile
+    from ..profile import load_profile
+
+    if path != "-" and not os.path.exists(path):
+        raise errors.PmuscopeError(f"{path} does not exist: record one with `pmuscope record` or pass -i FILE")
+    pf = PerfDataFile(path)
+    try:
+        build_ids = {b.filename: b.hex for b in (pf.features.get(Feature.BUILD_ID) or [])}
+        prof = load_profile(pf, kernel_symbols=kernel_symbols)
+    finally:
+        pf.close()
+    if select is not None:
+        prof = select(prof)
+    ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"])
+    return ep, ",".join(prof.event_names)
+
+
+def weight_column(ep: ExportProfile, event: str | None) -> int:
+    """The values column for ``event`` (None: the first event, else samples)."""
+    if event is None:
+        return 1 if len(ep.sample_types) > 1 else 0
+    try:
+        return ep.sample_type_index(event)
+    except errors.FormatError:
+        if event.split(":")[0] in ("cpu-clock", "task-clock"):
+            for i, (t, u) in enumerate(ep.sample_types):
+                if u == "nanoseconds" and t in ("cpu", event.split(":")[0]):
+                    return i
+        raise
+
+
+def render(ep: ExportProfile, fmt: str, *, event: str | None = None) -> bytes | str:
+    """``ep`` in ``fmt`` (pprof bytes, speedscope JSON text or folded text)."""
+    from . import pprof, speedscope
+    from ..profile.folded import format_folded
+
+    if fmt == "pprof":
+        return pprof.dumps(ep)
+    if fmt == "speedscope":
+        return speedscope.dumps(ep, sample_types=None if event is None else [weight_column(ep, event)])
+    if fmt == "folded":
+        return format_folded(ep.folded(weight_column(ep, event), comm=True))
+    raise errors.PmuscopeError(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+def push_once(ep: ExportProfile, url: str, app: str = "pmuscope", labels: Mapping[str, str] | None = None, *,
+              start: float | None = None, end: float | None = None, timeout: float = 30.0):
+    """Push one profile and wait (at most ``timeout`` s) for the outcome;
+    returns the :class:`~pmuscope.export.push.PushStats` (``sent == 1`` when
+    delivered). ``end`` defaults to now, ``start`` to ``end`` minus the
+    profile's duration (at least 1 s)."""
+    from .push import PyroscopePusher
+
+    end = time.time() if end is None else end
+    if start is None:
+        start = end - max(ep.duration_nanos / 1e9, 1.0)
+    pusher = PyroscopePusher(url, app, labels, max_queue=1, retries=4, backoff=0.5, timeout=min(10.0, timeout))
+    pusher.push(ep, start, end)
+    return pusher.close(timeout)
