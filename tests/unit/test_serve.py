@@ -347,3 +347,17 @@ def test_textfile_written_atomically(tmp_path):
 def test_duplicate_event_is_refused():
     with pytest.raises(errors.PmuscopeError, match="list each event once"):
         _exporter([(1, _arr([[(1, 1, 1)], [(1, 1, 1)]]))], events="cycles,cpu-cycles", cpus=(0,))
+
+
+def test_http_gzip_when_asked(server):
+    import gzip
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    assert resp.getheader("Content-Encoding") == "gzip"
+    assert _samples(gzip.decompress(raw).decode())[("pmuscope_perf_cpucycles_total", (("cpu", "0"),))] == 2000
+    resp, _ = _request(server, "GET", "/metrics", {"Accept-Encoding": "gzip;q=0, identity"})
+    assert resp.getheader("Content-Encoding") is None

@@ -8,6 +8,7 @@ no endpoint that starts a recording, changes events or attaches to a process.
 from __future__ import annotations
 
 import errno
+import gzip
 import ipaddress
 import os
 import sys
@@ -30,6 +31,19 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+def _accepts_gzip(header: str | None) -> bool:
+    """True when ``Accept-Encoding`` lists gzip with a non-zero q (Prometheus sends ``gzip``)."""
+    for part in (header or "").split(","):
+        bits = [b.strip() for b in part.split(";")]
+        if bits[0].lower() == "gzip":
+            q = next((b[2:] for b in bits[1:] if b.startswith("q=")), "1")
+            try:
+                return float(q) > 0
+            except ValueError:
+                return False
+    return False
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -60,7 +74,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(500, f"pmuscope: scrape failed: {err}\n".encode(), "text/plain; charset=utf-8", head)
                 return
             body = render(fams, openmetrics=om).encode()
-            self._send(200, body, OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE, head)
+            extra = {}
+            if _accepts_gzip(self.headers.get("Accept-Encoding")):
+                body = gzip.compress(body, compresslevel=1, mtime=0)
+                extra["Content-Encoding"] = "gzip"
+            self._send(200, body, OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE, head, extra)
         elif path == "/":
             body = b"<html><head><title>pmuscope</title></head><body><a href=\"/metrics\">/metrics</a></body></html>\n"
             self._send(200, body, "text/html; charset=utf-8", head)
