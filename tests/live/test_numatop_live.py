@@ -101,3 +101,18 @@ def test_unprivileged_user_degrades_with_reasons(busy):
     if paranoid > 0:
         assert "do not open" in d["unavailable"]["cpu_pct_by_node"]
         assert row["cpi"] is None and "cpi" in d["unavailable"]
+
+
+def test_call_chains_of_the_busy_process(busy):
+    reason = hardware_pmu_reason()
+    if reason is not None:
+        pytest.skip(f"needs a hardware PMU: {reason}")
+    from pmuscope.numa.callchains import record_callchains
+    from pmuscope.numa.platforms import platform_for
+    from pmuscope.system import read_cpu_identity
+
+    ch = record_callchains(busy.pid, "clk", platform_for(read_cpu_identity()), duration=0.5)
+    assert ch.reason is None and ch.samples > 0
+    total = sum(count for count, _ in ch.chains)
+    assert 0 < total <= ch.samples
+    assert any(frames for _, frames in ch.chains)

@@ -37,7 +37,14 @@ def test_live_screen(tmp_path):
                 screens["nodes"] = app.screen_text()
                 await pilot.press("h")
                 await pilot.pause(0.1)
-                screens["t"] = app.screen_text()
+                table = app.query_one("#table")
+                table.move_cursor(row=table.get_row_index(f"p{busy.pid}"))
+                await pilot.press("c")
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and (app.chains is None or app.chains.pid != busy.pid):
+                    await pilot.pause(0.1)
+                await pilot.pause(0.1)
+                screens["chains"] = app.screen_text()
         asyncio.run(go())
     finally:
         busy.kill()
@@ -50,6 +57,13 @@ def test_live_screen(tmp_path):
     nodes = screens["nodes"]
     assert "Node overview" in nodes
     assert any(line.split()[:1] == ["0"] for line in nodes.splitlines())
+    chains = screens["chains"]
+    assert f"Call chains of process {busy.pid}" in chains
+    assert app.chains is not None and app.chains.pid == busy.pid
+    if app.chains.reason is None:
+        assert " <- " in chains and "samples)" in chains
+    else:
+        assert app.chains.reason in chains  # e.g. no hardware PMU: says why
     svg = (tmp_path / "home.svg").read_text()
     assert svg.startswith("<svg") and "PROC" in svg
 

@@ -34,6 +34,7 @@ class FakeSampler:
 
 
 def _drive(snap, keys_and_checks, size=(140, 40), **kw):
+    kw.setdefault("callchain_fn", _fake_chains)
     sampler = FakeSampler(snap)
     app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"), **kw)
     screens = []
@@ -104,6 +105,25 @@ def test_node_filter_and_memory_sort(two_node):
     _, _, screens = _drive(two_node, [], sort="mem_kb")
     pids = [r[0] for r in _rows(dict(screens)["start"]) if r and r[0].isdigit()]
     assert pids == ["200", "100"]  # db holds a 1 GiB page
+
+
+def _fake_chains(pid, metric):
+    from pmuscope.numa.callchains import CallChains
+
+    if metric == "rma":
+        return CallChains(pid, metric, None, reason="no rma event in this fixture")
+    return CallChains(pid, metric, "cycles", 10, [(7, ["main", "work", "leaf"]), (3, ["main", "other"])])
+
+
+def test_call_chain_view(two_node):
+    app, _, screens = _drive(two_node, [("c",), ("1",)])
+    chains = dict(screens)[("c",)]
+    assert "Call chains of process 100" in chains and "1 RMA  2 LMA  3 CLK  4 IR" in chains
+    assert "7      leaf <- work <- main" in chains and "3      other <- main" in chains
+    assert "cycles, 10 samples" in chains
+    rma = dict(screens)[("1",)]
+    assert "no rma event in this fixture" in rma
+    assert app.sort == "cpu_pct"  # 1-4 pick the event here, they do not re-sort the process list
 
 
 def test_failure_to_open_is_shown_not_raised(two_node):

@@ -8,7 +8,7 @@ I       normalized (RPI/LPI)       WIN2
 Enter   one process, per node      WIN3 (on the process list) / WIN12 (nodes)
 T       threads of a process       WIN4 TOPNLWP
 M       memory areas               WIN6 (ADDR, SIZE, per-node placement)
-C       call chains                WIN9 (needs sampling; says why not here)
+C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR)
 N       node overview              WIN11
 D       node detail                WIN12
 1-5     sort by RMA, LMA, RMA/LMA, CPI, CPU%
@@ -84,8 +84,12 @@ class NumatopApp(App):
 
     def __init__(self, *, delay: float = 5.0, run_time: float | None = None,
                  sampler_factory: Callable[[], Any] | None = None, top: int = 200,
-                 root: str = "/", node: int | None = None, sort: str = "cpu_pct") -> None:
+                 root: str = "/", node: int | None = None, sort: str = "cpu_pct",
+                 callchain_fn: Callable[..., Any] | None = None) -> None:
         super().__init__()
+        self.callchain_fn = callchain_fn
+        self.chain_metric = "clk"
+        self.chains = None
         self.root = root
         self.node_filter = node
         self.delay = delay
@@ -232,7 +236,7 @@ class NumatopApp(App):
             self.header_text += "\nn/a ACCESS%/LAT: load-latency sampling (PEBS/IBS/SPE) is not part of this view yet"
             self.query_one("#header", Static).update(self.header_text)
         elif v == "callchain":
-            self._table(["CALL CHAIN"], [["n/a: call chains need the sampling engine (pmuscope record -g -p PID)"]])
+            self._render_chains()
         elif v == "nodes":
             cols = ["NODE", "MEM.ALL(GB)", "MEM.FREE(GB)", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "CPU%"]
             rows = [[str(n["node"]) + (" (memory only)" if n["memory_only"] else ""), _f(n["mem_total_kb"], ".1f", 2**20),
@@ -251,6 +255,34 @@ class NumatopApp(App):
                      ("UPI bandwidth (MB/s)", _f(n["upi_mb_s"], ".1f")),
                      ("Distances", " ".join(f"{k}:{d}" for k, d in n["distances"].items()))]
             self._table(["ITEM", "VALUE"], [[a, b] for a, b in items])
+
+    def _render_chains(self) -> None:
+        ch = self.chains
+        self.header_text += "\nkeys here: 1 RMA  2 LMA  3 CLK  4 IR (the event whose overflows are sampled)"
+        self.query_one("#header", Static).update(self.header_text)
+        if ch is None or ch.pid != self.pid or ch.metric != self.chain_metric:
+            self._table(["COUNT", "CALL CHAIN (leaf first)"], [["", f"recording {self.chain_metric.upper()} call chains of {self.pid}..."]])
+            return
+        if not ch.chains:
+            self._table(["COUNT", "CALL CHAIN (leaf first)"], [["n/a", ch.reason or "no call chains"]])
+            return
+        rows = [[str(count), " <- ".join(reversed(frames))] for count, frames in ch.chains]
+        self._table(["COUNT", f"CALL CHAIN (leaf first; {ch.event}, {ch.samples} samples)"], rows)
+
+    def _record_chains(self) -> None:
+        pid, metric = self.pid, self.chain_metric
+        fn = self.callchain_fn
+        if fn is None:
+            from ..numa.callchains import record_callchains
+
+            fn = lambda pid, metric: record_callchains(pid, metric, self.sampler.platform, duration=min(self.delay, 2.0))  # noqa: E731
+        result = fn(pid, metric)
+        self.call_from_thread(self._chains_done, result)
+
+    def _chains_done(self, result) -> None:
+        self.chains = result
+        if self.view_name == "callchain":
+            self._render()
 
     def _proc(self) -> dict[str, Any] | None:
         if self.snap is None or self.pid is None:
@@ -289,6 +321,8 @@ class NumatopApp(App):
             elif self.node_id is None and self.snap is not None:
                 self.node_id = self.snap.nodes[0]["node"]
         self._go(name)
+        if name == "callchain" and self.sampler is not None:
+            self.run_worker(self._record_chains, thread=True, exclusive=False)
 
     def action_open(self) -> None:
         key = self._selected_key()
@@ -307,6 +341,13 @@ class NumatopApp(App):
         self._render()
 
     def action_sort(self, key: str) -> None:
+        if self.view_name == "callchain":
+            metric = {"1": "rma", "2": "lma", "3": "clk", "4": "ir"}.get(key)
+            if metric is not None and metric != self.chain_metric:
+                self.chain_metric = metric
+                self._render()
+                self.run_worker(self._record_chains, thread=True, exclusive=False)
+            return
         self.sort = SORT_KEYS[key]
         self._render()
 
