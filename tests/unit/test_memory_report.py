@@ -1,0 +1,127 @@
+"""pmuscope mem report: numbers equal perf mem report (perf 6.1) on a real
+Intel load-latency capture; data objects from MMAP2 records."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from pmuscope.cli.main import main
+from pmuscope.memory import datasrc as D
+from pmuscope.memory.report import latency_histogram, mem_report
+from pmuscope.memory.samples import MemSamples, data_object_name, load_mem_samples
+from pmuscope.memory.synth import write_mem_perf_data
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "memory")
+
+
+def _perf_table(name: str) -> list[tuple[float, int, str]]:
+    rows = []
+    with open(os.path.join(DATA, name)) as f:
+        for line in f:
+            m = re.match(r"\s+([\d.]+)%\s+(\d+)\s+(.*?)\s*$", line)
+            if m:
+                rows.append((float(m.group(1)), int(m.group(2)), m.group(3)))
+    return rows
+
+
+@pytest.fixture
+def weight_struct(shared_fixtures):
+    path = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.weight_struct")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    return path
+
+
+def test_by_data_source_equals_perf_mem_report(weight_struct):
+    rep = mem_report(load_mem_samples(weight_struct), style="6.1")
+    got = [(round(r["pct_weight"], 2), r["samples"], r["data_source"]) for r in rep["by_data_source"]]
+    assert got == _perf_table("weight_struct.perf-mem-report-sort-mem-6.1.txt")
+    assert rep["summary"]["total_weight"] == 1725  # perf: "Total weight : 1725"
+    assert rep["summary"]["samples"] == 14
+
+
+def test_by_data_object_equals_perf_mem_report(weight_struct):
+    rep = mem_report(load_mem_samples(weight_struct))
+    got = [(round(r["pct_weight"], 2), r["samples"], r["data_object"]) for r in rep["by_data_object"]]
+    assert got == _perf_table("weight_struct.perf-mem-report-sort-dso_daddr-6.1.txt")
+
+
+def test_latency_histogram_buckets():
+    h = latency_histogram(np.array([0, 1, 3, 64, 65, 127, 128, 300], np.uint64))
+    assert [(b["lo"], b["hi"], b["samples"]) for b in h] == [
+        (0, 1, 1), (1, 2, 1), (2, 4, 1), (4, 8, 0), (8, 16, 0), (16, 32, 0), (32, 64, 0), (64, 128, 3),
+        (128, 256, 1), (256, 512, 1)]
+    assert latency_histogram(np.zeros(0, np.uint64)) == []
+
+
+def test_data_object_names():
+    assert data_object_name("/usr/lib/libc.so.6") == "libc.so.6"
+    assert data_object_name("//anon") == "anon"
+    assert data_object_name("[heap]") == "[heap]" and data_object_name("[stack]") == "[stack]"
+    assert data_object_name("") == "anon" and data_object_name("[anon:arena]") == "anon"
+
+
+def test_report_on_synthetic_file_with_heap_stack_anon(tmp_path, capsys):
+    path = tmp_path / "mem.data"
+    maps = [dict(pid=50, start=0x400000, length=0x1000, filename="/usr/bin/app", prot=5),
+            dict(pid=50, start=0x600000, length=0x2000, filename="/usr/bin/app", prot=3),
+            dict(pid=50, start=0x1000000, length=0x21000, filename="[heap]", prot=3),
+            dict(pid=50, start=0x7F0000000000, length=0x100000, filename="//anon", prot=3),
+            dict(pid=50, start=0x7FFF00000000, length=0x21000, filename="[stack]", prot=3)]
+    l1 = D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1, snoop=D.SNOOP_NONE)
+    ram = D.encode(op=D.OP_LOAD, lvl=D.LVL_LOC_RAM | D.LVL_HIT, lvl_num=D.LVLNUM_RAM, snoop=D.SNOOP_HIT)
+    st = D.encode(op=D.OP_STORE, lvl=D.LVL_L1 | D.LVL_HIT)
+    samples = []
+    for i, (addr, ds, w) in enumerate([(0x600010, l1, 5), (0x1000100, ram, 300), (0x1000200, ram, 280),
+                                       (0x7F0000000040, l1, 6), (0x7FFF00000100, st, 2), (0x900000, l1, 4)]):
+        samples.append(dict(ip=0x400100 + i, pid=50, tid=50, cpu=i % 2, time=100 + i, addr=addr, data_src=ds,
+                            weight=w, phys_addr=0x10000 + i))
+    write_mem_perf_data(path, samples, mmaps=maps, comms=[dict(pid=50, comm="app")])
+    ms = load_mem_samples(path)
+    assert list(ms.dobj_name_array()) == ["app", "[heap]", "[heap]", "anon", "[stack]", "[unknown]"]
+    assert ms.phys_addr.tolist() == [0x10000 + i for i in range(6)]
+    rep = mem_report(ms)
+    assert rep["by_data_source"][0]["data_source"] == "RAM hit" and rep["by_data_source"][0]["samples"] == 2
+    assert rep["summary"]["stores"] == 1 and rep["summary"]["loads"] == 5
+    assert {r["data_object"]: r["samples"] for r in rep["by_data_object"]} == {
+        "[heap]": 2, "app": 1, "anon": 1, "[stack]": 1, "[unknown]": 1}
+    assert main(["mem", "report", "-i", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["samples"] == 6 and out["by_data_object"][0]["data_object"] == "[heap]"
+    assert main(["mem", "report", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "RAM hit" in text and "[heap]" in text and "Load latency" in text
+    assert main(["mem", "script", str(path), "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["weight"] for x in lines] == [5, 300, 280, 6, 2, 4]
+    assert lines[4]["data_src_text"].startswith("|OP STORE|LVL L1 hit")
+
+
+def test_mem_report_errors_are_one_line(tmp_path, capsys, shared_fixtures):
+    assert main(["mem", "report", "-i", str(tmp_path / "missing.data")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "no such file" in err and "\n" not in err
+    sleep = os.path.join(shared_fixtures, "linux-perf-data", "sleep.data")
+    if os.path.exists(sleep):
+        assert main(["mem", "report", "-i", sleep]) != 0
+        err = capsys.readouterr().err.strip()
+        assert "PERF_SAMPLE_DATA_SRC" in err and "\n" not in err
+
+
+def test_mem_report_raw_spe_buffer(tmp_path, capsys, data_dir):
+    raw = data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin"
+    assert main(["mem", "report", "--raw", str(raw), "--midr", "0x410fd0c0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["samples"] == 1 and out["by_data_source"][0]["data_source"] == "L1 hit"
+
+
+def test_concat_renumbers_data_objects():
+    a = MemSamples.from_columns(2, data_src=[1, 2], dobj=[0, -1], dobj_names=["x"])
+    b = MemSamples.from_columns(2, data_src=[3, 4], dobj=[1, 0], dobj_names=["y", "x"])
+    c = MemSamples.concat([a, b])
+    assert list(c.dobj_name_array()) == ["x", "[unknown]", "x", "y"]
