@@ -29,7 +29,7 @@ from .. import __version__, errors
 from ..counting.results import ENA, RUN, VAL, scale_cells
 from ..kernel import abi
 from .exposition import COUNTER, GAUGE, INFO, MetricFamily, sort_families
-from .names import EventMetric, event_metric
+from .names import event_metric
 
 #: node_exporter's default perf profilers, as perf event names; events the
 #: machine lacks are dropped (``tolerate_unsupported``)
@@ -244,7 +244,6 @@ class CounterExporter:
             scaled, _counted = scale_cells(data)
             scaled = scaled.sum(axis=2)
             data = data.sum(axis=2, dtype=np.uint64)
-            idx = {n: i for i, n in enumerate(delta.layout.names)}
             specs = [ev.spec for ev in src.counter.evsels]
             cyc = next((i for i, s in enumerate(specs) if s.attr.type == abi.PERF_TYPE_HARDWARE and s.attr.config == 0
                         and delta.layout.supported[i]), None)
@@ -265,7 +264,6 @@ class CounterExporter:
                     ena = int(data[e, idxs, ENA].sum())
                     if ena and delta.layout.supported[e]:
                         mux.add({**labels, "event": name}, int(data[e, idxs, RUN].sum()) / ena)
-            del idx
         if not any(src.cgroup for src in self.sources):
             old = self._base_stat[1]
             cpus = sorted(k for k in stat if k >= 0)
