@@ -4,6 +4,7 @@
     pmuscope mem report --raw spe.data --midr 0x410fd0c0 --json
     pmuscope mem script -i perf.data            # one line per sample: addr, data_src text, weight
     pmuscope mem events                         # what this machine can record (PEBS, IBS, SPE)
+    pmuscope mem record -o spe.data -- CMD      # Arm SPE: record loads/stores system-wide while CMD runs
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _add_source(scr)
     scr.add_argument("--perf-style", choices=("newest", "6.1"), default="newest")
     scr.add_argument("--json", action="store_true", help="JSON lines")
+    rec = sub.add_parser("record", help="record memory samples (Arm SPE; PEBS/IBS: prints the perf command)")
+    rec.add_argument("-t", "--type", dest="kind", choices=("load", "store", "ldst"), default="ldst")
+    rec.add_argument("--ldlat", type=int, default=30, help="minimum load latency in cycles (default 30)")
+    rec.add_argument("-c", "--count", type=int, default=None, help="sample every N operations")
+    rec.add_argument("-o", "--output", default="perf.data")
+    rec.add_argument("--duration", type=float, default=None, help="seconds to record when no command is given")
+    rec.add_argument("--sysfs", default="/sys", help=argparse.SUPPRESS)
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, help="command to run while recording (after --)")
     ev = sub.add_parser("events", help="memory-sampling events this machine offers (PEBS, IBS, SPE)")
     ev.add_argument("--sysfs", default="/sys", help="sysfs root (default /sys)")
     ev.add_argument("--json", action="store_true")
@@ -90,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                 out.write(f"{int(ms.addr[i]):16x} {int(ms.data_src[i]):16x} {text[i]:<82} {int(ms.weight[i]):>6} "
                           f"{int(ms.ip[i]):16x}\n")
         return 0
+    if action == "record":
+        return _record(args)
     if action == "events":
         from ..memory.events import mem_events_status
 
@@ -110,3 +121,42 @@ def run(args: argparse.Namespace) -> int:
         return 0 if events else 1
     print("usage: pmuscope mem {report,script,events} ... (see pmuscope mem -h)", file=sys.stderr)
     return 2
+
+
+def _record(args) -> int:
+    import subprocess
+    import time
+
+    from ..errors import EventNotSupportedError
+    from ..memory.events import mem_events
+    from ..spe.record import SpeConfig, SpeRecorder
+
+    events = mem_events(args.kind, ldlat=args.ldlat, period=args.count, sysfs_root=args.sysfs)
+    spe = [e for e in events if e.kind == "spe"]
+    if not spe:
+        names = ", ".join(e.name for e in events)
+        raise EventNotSupportedError(
+            f"pmuscope mem record drives Arm SPE only so far; on this {events[0].kind.upper()} machine "
+            f"({names}) run: perf mem record -t {args.kind} --ldlat {args.ldlat} -o {args.output} -- CMD, "
+            "then pmuscope mem report")
+    cmd = [c for c in args.cmd if c != "--"] if args.cmd else []
+    cfg = SpeConfig.for_mem(args.kind, min_latency=args.ldlat, period=args.count or 4096)
+    with SpeRecorder(cfg, sysfs_root=args.sysfs, pmu_name=spe[0].pmu) as rec:
+        rec.enable()
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd) if cmd else None
+        try:
+            while True:
+                time.sleep(0.1)
+                rec.drain()
+                if proc is not None and proc.poll() is not None:
+                    break
+                if proc is None and args.duration is not None and time.monotonic() - start >= args.duration:
+                    break
+        except KeyboardInterrupt:
+            pass
+        rec.disable()
+        rec.drain()
+        rec.write(args.output)
+    print(f"pmuscope mem record: wrote {args.output} ({rec.event})", file=sys.stderr)
+    return 0 if proc is None else int(proc.returncode or 0)

@@ -4,7 +4,11 @@ result, by symbol and by data object — plus a latency histogram.
 
 :func:`mem_report` returns plain dicts/lists (JSON-ready); :func:`format_report`
 renders them as text. Shares are of total weight (perf mem report's
-"Overhead" column is weight-based) and of sample count.
+"Overhead" column is weight-based) and of sample count. Rows are keyed by
+the printed text; perf keys its "Memory access" column by ``mem_lvl`` alone
+(``sort__lvl_cmp``), so where two data sources share mem_lvl but differ in
+level number (an L1-hit load and an L1-hit store) perf merges them under the
+first one's text and this report does not.
 """
 
 from __future__ import annotations

@@ -1,0 +1,119 @@
+"""Live checks of pmuscope.memory against Linux perf (the installed perf is the
+oracle for data_src text, weights and perf mem report's grouping) and of the
+memory-sampling PMUs of this machine."""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from pmuscope.cli.main import main
+from pmuscope.errors import NoHardwarePMUError
+from pmuscope.memory import datasrc as D
+from pmuscope.memory.events import mem_events_status
+from pmuscope.memory.report import mem_report
+from pmuscope.memory.samples import load_mem_samples
+from pmuscope.memory.synth import write_mem_perf_data
+from pmuscope.spe.record import SpeRecorder, find_spe_pmu
+
+
+def _perf_version(perf_bin) -> tuple[int, int]:
+    out = subprocess.run([perf_bin, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _random_data_src(n: int, seed: int) -> np.ndarray:
+    """Valid-looking perf_mem_data_src values: each field drawn from its flags."""
+    rng = np.random.default_rng(seed)
+
+    def pick(choices, k=2):
+        out = np.zeros(n, np.uint64)
+        for _ in range(k):
+            out |= rng.choice(np.array(choices, np.uint64), n)
+        return out
+
+    return D.encode(
+        op=pick([0, D.OP_LOAD, D.OP_STORE, D.OP_PFETCH, D.OP_EXEC, D.OP_NA], 1),
+        lvl=pick([0, D.LVL_HIT, D.LVL_MISS, D.LVL_L1, D.LVL_LFB, D.LVL_L2, D.LVL_L3, D.LVL_LOC_RAM, D.LVL_REM_RAM1,
+                  D.LVL_REM_CCE1, D.LVL_REM_CCE2, D.LVL_IO, D.LVL_UNC, D.LVL_NA]),
+        snoop=pick([0, D.SNOOP_NA, D.SNOOP_NONE, D.SNOOP_HIT, D.SNOOP_MISS, D.SNOOP_HITM]),
+        lock=pick([0, D.LOCK_NA, D.LOCK_LOCKED], 1),
+        dtlb=pick([0, D.TLB_NA, D.TLB_HIT, D.TLB_MISS, D.TLB_L1, D.TLB_L2, D.TLB_WK, D.TLB_OS]),
+        lvl_num=rng.integers(0, 16, n).astype(np.uint64),
+        remote=rng.integers(0, 2, n).astype(np.uint64),
+        snoopx=rng.integers(0, 4, n).astype(np.uint64),
+        blk=pick([0, D.BLK_NA, D.BLK_DATA, D.BLK_ADDR]),
+        hops=rng.integers(0, 5, n).astype(np.uint64),
+    )
+
+
+def test_data_src_text_and_weight_equal_perf_script(perf_bin, tmp_path):
+    if _perf_version(perf_bin) > (6, 2):
+        pytest.skip("the 6.1 wording is checked against perf <= 6.2; newer perf prints the new wording")
+    vals = _random_data_src(400, seed=11)
+    path = tmp_path / "mem.data"
+    write_mem_perf_data(path, [dict(ip=0x401000 + i, pid=100, tid=100, cpu=i % 2, time=1000 + i, addr=0x1000 * i + 8,
+                                    data_src=int(v), weight=10 + i, ins_lat=i % 7) for i, v in enumerate(vals)],
+                        comms=[dict(pid=100, comm="t")])
+    out = subprocess.run([perf_bin, "script", "-F", "data_src,weight", "-i", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(vals), out.stderr[-500:]
+    bad = []
+    for i, (v, line) in enumerate(zip(vals, lines)):
+        m = re.match(r"\s*([0-9a-f]+) (\|OP .*?)\s+(\d+)\s*$", line)
+        assert m, line
+        if (int(m.group(1), 16), m.group(2).rstrip(), int(m.group(3))) != (int(v), D.data_src_text(int(v), "6.1").rstrip(), 10 + i):
+            bad.append((hex(int(v)), line, D.data_src_text(int(v), "6.1")))
+    assert not bad, bad[:5]
+
+
+def test_by_data_source_equals_perf_mem_report(perf_bin, tmp_path):
+    if _perf_version(perf_bin) > (6, 2):
+        pytest.skip("compares the 6.1 wording")
+    rng = np.random.default_rng(3)
+    choices = [D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1, snoop=D.SNOOP_NONE),
+               D.encode(op=D.OP_LOAD, lvl=D.LVL_L3 | D.LVL_HIT, lvl_num=D.LVLNUM_L3, snoop=D.SNOOP_HITM),
+               D.encode(op=D.OP_LOAD, lvl=D.LVL_LOC_RAM | D.LVL_HIT, lvl_num=D.LVLNUM_RAM, snoop=D.SNOOP_HIT),
+               # perf groups this column by mem_lvl alone (sort__lvl_cmp) and prints the first
+               # entry's text; keep mem_lvl distinct per text so both groupings agree
+               D.encode(op=D.OP_STORE, lvl=D.LVL_L1 | D.LVL_MISS)]
+    samples = [dict(ip=0x401000, pid=100, tid=100, time=10 + i, addr=0x600000 + 8 * i,
+                    data_src=int(choices[int(rng.integers(0, 4))]), weight=int(rng.integers(1, 500)))
+               for i in range(300)]
+    path = tmp_path / "mem.data"
+    write_mem_perf_data(path, samples, comms=[dict(pid=100, comm="t")])
+    out = subprocess.run([perf_bin, "mem", "report", "--stdio", "--sort=mem", "-i", str(path)],
+                         capture_output=True, text=True, timeout=60).stdout
+    perf_rows = [(float(a), int(b), c.strip()) for a, b, c in re.findall(r"^\s+([\d.]+)%\s+(\d+)\s+(.+?)\s*$", out, re.M)]
+    rep = mem_report(load_mem_samples(path), style="6.1")
+    ours = [(round(r["pct_weight"], 2), r["samples"], r["data_source"]) for r in rep["by_data_source"]]
+    assert perf_rows and sorted(ours) == sorted(perf_rows)
+
+
+def test_memory_sampling_pmus_of_this_machine(capsys):
+    events, reason = mem_events_status()
+    rc = main(["mem", "events"])
+    cap = capsys.readouterr()
+    if events:
+        assert rc == 0 and all(e.tag in cap.out for e in events)
+    else:
+        assert rc == 1 and reason
+        err = cap.err.strip()
+        assert err.startswith("pmuscope mem: no memory-sampling PMU") and "\n" not in err
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "amd64"), reason="checks the no-SPE message on x86")
+def test_no_spe_on_x86_is_one_clear_line(capsys, tmp_path):
+    with pytest.raises(NoHardwarePMUError, match="no arm_spe_\\* PMU .*Arm CPU feature"):
+        find_spe_pmu()
+    with pytest.raises(NoHardwarePMUError):
+        SpeRecorder()
+    assert main(["mem", "record", "-o", str(tmp_path / "x.data"), "--", "true"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and ("arm_spe" in err or "perf mem record" in err)
