@@ -151,3 +151,76 @@ def _parse_core(data: bytes):
         return data[ns_l[i]:ne_l[i]].decode("utf-8", "replace")
 
     return SymbolTable(a, sym_ends, name_of), module_lines
+
+
+# --- decoding for the profile builder ------------------------------------------------
+
+#: side-band records the profile uses (the rest are only counted)
+_WANTED = frozenset((1, 2, 3, 7, 10, 13, 17))  # MMAP, LOST, COMM, FORK, MMAP2, LOST_SAMPLES, KSYMBOL
+_FINISHED_ROUND = 68
+_THROTTLE, _UNTHROTTLE, _LOST, _LOST_SAMPLES = 5, 6, 2, 13
+
+
+class RoundSource:
+    """Like :class:`~pmuscope.records.RecordSource`, for a consumer that orders
+    samples by time itself (the profile builder): a chunk's samples are
+    decoded in one batch and cut only at FINISHED_ROUND marks, not at every
+    side-band record, and side-band records the profile does not use are
+    counted without being built. Needs PERF_SAMPLE_TIME on every attr."""
+
+    def __init__(self, chunks, attrs) -> None:
+        self.chunks = chunks
+        self.attrs = attrs
+        from ..records import DecodeStats
+
+        self.stats = DecodeStats()
+
+    def __iter__(self):
+        from ..records.decode import _as_bytes_view, _walk, _walk_vectorized
+        from ..records.sample import decode_samples
+        from ..records.types import UserRecord, parse_sideband
+
+        stats, attrs = self.stats, self.attrs
+        for base, buf in self.chunks:
+            buf = _as_bytes_view(buf)
+            n = len(buf)
+            stats.bytes += n
+            walked = _walk_vectorized(buf) if n % 8 == 0 and n >= 8 else None
+            sample_arr, size_arr, side = walked if walked is not None else _walk(buf, base)
+            batch = None
+            if len(sample_arr):
+                stats.count(9, len(sample_arr))
+                batch = decode_samples(buf, sample_arr, size_arr, attrs, base, stats)
+                stats.samples += len(batch)
+            start = 0
+            for off, t, misc, size in side:
+                stats.count(t)
+                if t == _FINISHED_ROUND:
+                    if batch is not None:
+                        stop = int(np.searchsorted(batch.offset, base + off))
+                        if stop > start:
+                            yield batch._slice(start, stop)
+                            start = stop
+                    yield UserRecord(base + off, t, misc, bytes(buf[off:off + size]))
+                    continue
+                if t >= 64:
+                    continue
+                if t == _THROTTLE:
+                    stats.throttle += 1
+                    continue
+                if t == _UNTHROTTLE:
+                    stats.unthrottle += 1
+                    continue
+                if t not in _WANTED:
+                    continue
+                rec = parse_sideband(buf, off, t, misc, size, attrs, base)
+                if rec is None:
+                    stats.unknown += 1
+                    continue
+                if t == _LOST:
+                    stats.lost += rec.lost
+                elif t == _LOST_SAMPLES:
+                    stats.lost_samples += rec.lost
+                yield rec
+            if batch is not None and start < len(batch):
+                yield batch._slice(start, len(batch))

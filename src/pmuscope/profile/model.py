@@ -278,6 +278,8 @@ class ProfileBuilder:
         # addresses by ip within one kernel generation.
         self._sids: dict[tuple[int, int], int] = {}
         self._sid_of_fp: dict[tuple, int] = {}
+        self._sid_rep: dict[int, int] = {}  # space id -> a pid that has it
+        self._wcache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self._kcache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
         self._kcache_epoch = 0
@@ -476,7 +478,13 @@ class ProfileBuilder:
                     else:
                         k = b[0] + int(np.searchsorted(stimes[b[0]:b[1]], np.uint64(t)))
                         idx = order[b[0]:k]
-                        b[0] = k
+                        if rtype in (R.MMAP, R.MMAP2) and len(idx) and \
+                                not self._touches(pend, idx, rec.addr, rec.addr + rec.len):
+                            # a new mapping only changes addresses inside it: these
+                            # samples resolve the same before and after it
+                            idx = np.zeros(0, np.int64)
+                        else:
+                            b[0] = k
                 if len(idx):
                     idx = np.sort(idx)
                     sub = pend.take(idx)
@@ -495,6 +503,20 @@ class ProfileBuilder:
             pend = pend.take(left)
         pend.cols["comm"] = self._comm_timeline(pend.cols["tid"], pend.cols["time"], base, changes)
         self._resolve(pend)
+
+    @staticmethod
+    def _touches(pend: _Pending, idx: np.ndarray, lo: int, hi: int) -> bool:
+        """Whether any address of samples ``idx`` (ip or call chain) is in [lo, hi)."""
+        lo_, hi_ = np.uint64(lo), np.uint64(min(hi, (1 << 64) - 1))
+        ip = pend.cols["ip"][idx]
+        if ((ip >= lo_) & (ip < hi_)).any():
+            return True
+        if "cc" in pend.flat:
+            cc, off = pend.flat["cc"]
+            sub, _ = _take_flat(cc, off, idx)
+            if ((sub >= lo_) & (sub < hi_)).any():
+                return True
+        return False
 
     def _comms_now(self, tids: np.ndarray) -> np.ndarray:
         return self._comms_from(tids, self._comm_of)
@@ -561,8 +583,9 @@ class ProfileBuilder:
         if s is not None:
             return s
         space = self.maps.spaces.get(pid)
-        own = space is None or not len(space) or any(m.is_anon for m in space) or \
-            self.symbolizer.perf_map(pid) is not None
+        # anonymous memory and unmapped addresses only resolve per process
+        # through a JIT map (perf-PID.map); without one the result is the same
+        own = space is None or not len(space) or self.symbolizer.perf_map(pid) is not None
         fp = ("pid", pid, epoch) if own else tuple((m.start, m.len, m.pgoff, m.filename, m.build_id) for m in space)
         s = self._sid_of_fp.get(fp)
         if s is None:
@@ -571,6 +594,7 @@ class ProfileBuilder:
                 self._sids.clear()
                 self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
             s = self._sid_of_fp[fp] = len(self._sid_of_fp) + 1
+            self._sid_rep[s] = pid
         self._sids[key] = s
         return s
 
@@ -585,22 +609,33 @@ class ProfileBuilder:
             self._kcache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
             self._kcache_epoch = self._kepoch
         user = ~kernel
-        wide = user & (ips >= np.uint64(1 << 48))  # not a user address of any 48-bit VA: never cached
-        cached_user = user & ~wide
+        # no user mapping lies at or above 2**56 on any 64-bit architecture:
+        # such "addresses" (garbage a frame-pointer walk picked up) are
+        # unknown in every process and cached by value alone
+        junk = user & (ips >= np.uint64(1 << 56))
+        odd = user & ~junk & (ips >= np.uint64(1 << 48))  # rare: resolved every time
+        cached_user = user & ~junk & ~odd
         keys = np.zeros(n, dtype=np.uint64)
+        rep_pid = pids
         if cached_user.any():
+            rep_pid = pids.copy()
             up = pids[cached_user]
             u, inv = np.unique(up, return_inverse=True)
-            sids = np.array([self._sid(int(p)) for p in u.tolist()], dtype=np.uint64)
-            keys[cached_user] = (sids[inv.reshape(-1)] << np.uint64(48)) | ips[cached_user]
-        for sel, which in ((cached_user, "u"), (kernel, "k")):
+            inv = inv.reshape(-1)
+            sid_list = [self._sid(int(p)) for p in u.tolist()]
+            sids = np.array(sid_list, dtype=np.uint64)
+            reps = np.array([self._sid_rep.get(x, int(p)) for x, p in zip(sid_list, u.tolist())], dtype=np.int64)
+            keys[cached_user] = (sids[inv] << np.uint64(48)) | ips[cached_user]
+            # processes with identical maps resolve through one of them
+            rep_pid[cached_user] = reps[inv]
+        for sel, which in ((cached_user, "u"), (kernel, "k"), (junk, "w")):
             if not sel.any():
                 continue
             rows = np.flatnonzero(sel)
             k = keys[rows] if which == "u" else ips[rows]
             uk, kinv = np.unique(k, return_inverse=True)
             kinv = kinv.reshape(-1)
-            ckeys, cfids = self._ucache if which == "u" else self._kcache
+            ckeys, cfids = {"u": self._ucache, "k": self._kcache, "w": self._wcache}[which]
             if len(ckeys):
                 pos = np.minimum(np.searchsorted(ckeys, uk), len(ckeys) - 1)
                 hit = ckeys[pos] == uk
@@ -614,18 +649,20 @@ class ProfileBuilder:
                 rep = np.empty(len(uk), dtype=np.int64)
                 rep[kinv] = rows
                 r = rep[miss]
-                new = self._new_frames(pids[r], ips[r], kernel[r])
+                new = self._new_frames(rep_pid[r], ips[r], kernel[r])
                 ufid[miss] = new
                 nk = np.concatenate((ckeys, uk[miss]))
                 nf = np.concatenate((cfids, new))
                 o = np.argsort(nk, kind="stable")
                 if which == "u":
                     self._ucache = (nk[o], nf[o])
-                else:
+                elif which == "k":
                     self._kcache = (nk[o], nf[o])
+                else:
+                    self._wcache = (nk[o], nf[o])
             out[rows] = ufid[kinv]
-        if wide.any():
-            rows = np.flatnonzero(wide)
+        if odd.any():
+            rows = np.flatnonzero(odd)
             out[rows] = self._new_frames(pids[rows], ips[rows], kernel[rows])
         return out
 
@@ -779,7 +816,7 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     its header), unless ``kernel_symbols`` says otherwise.
     """
     from ..perfdata import PerfDataFile
-    from ._fastload import load_kernel_symbols, plain_data_chunks
+    from ._fastload import RoundSource, load_kernel_symbols, plain_data_chunks
 
     own = not isinstance(path_or_file, PerfDataFile)
     pf = PerfDataFile(path_or_file) if own else path_or_file
@@ -791,8 +828,9 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
         if isinstance(path_or_file, (str, os.PathLike)) and os.fspath(path_or_file) != "-":
             chunks = plain_data_chunks(pf, os.fspath(path_or_file))
         if chunks is not None:
-            src = RecordSource(chunks, AttrTable([(a.attr, a.ids) for a in pf.attrs],
-                                                 names=[a.name for a in pf.attrs]))
+            table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
+            timed = all(e.sample_type & S.TIME for e in table)
+            src = RoundSource(chunks, table) if timed else RecordSource(chunks, table)
         else:
             src = pf.records()
         return build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,

@@ -108,8 +108,10 @@ def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool) -
         cols.append(p.period[lo:hi].tolist())
         fmt.append("{:10d} ")
     if "event" in fs:
+        # perf script right-aligns event names to the longest of the session (evlist__max_name_len)
+        width = max((len(x) for x in p.event_names), default=0)
         names = np.empty(len(p.event_names), dtype=object)
-        names[:] = p.event_names
+        names[:] = [x.rjust(width) for x in p.event_names]
         cols.append(names[p.event[lo:hi]].tolist())
         fmt.append("{}: ")
     f = "".join(fmt)

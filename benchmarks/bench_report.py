@@ -1,0 +1,100 @@
+"""``pmuscope script``/``report`` against ``perf script``/``report`` on the same
+perf.data files, written by Linux ``perf record`` in this run.
+
+Files:
+
+* ``shallow``: ``perf record -F 10000 -g`` on a CPU-bound Python loop of
+  ``--seconds`` (default 15 s: ~110-150k samples, shallow user stacks);
+* ``deep``: ``perf record -F 10000 -g -a`` on ``perf bench sched messaging``
+  (deep kernel + user stacks, every CPU; ``--loops`` sets its size).
+
+For each file: wall time of ``perf script`` and ``pmuscope script`` (both to
+/dev/null; samples/s and the ratio), and of ``perf report --stdio`` and
+``pmuscope report --stdio`` (both with perf's default for call-chain files,
+the Children column). Each command runs ``--rounds`` times; the best time
+counts. Targets (issue 4): script >= 1.5x perf's throughput, report <= 0.5x
+perf's wall time.
+
+    python benchmarks/bench_report.py [--seconds S] [--loops L] [--rounds R] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+LOOP = "import time\nt=time.time()\nx=0\nwhile time.time()-t<{s}: x+=1\n"
+
+
+def run(cmd, out=subprocess.DEVNULL, timeout=900):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
+    return dt, r.stderr
+
+
+def best(cmd, rounds):
+    return min(run(cmd)[0] for _ in range(rounds))
+
+
+def samples_of(perf, path):
+    out = subprocess.run([perf, "report", "--stats", "-i", path], capture_output=True, text=True, timeout=300).stdout
+    for line in out.splitlines():
+        if "SAMPLE events:" in line:
+            return int(line.split()[-1])
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=15.0, help="length of the shallow recording")
+    ap.add_argument("--loops", type=int, default=3000, help="perf bench sched messaging -l for the deep recording")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
+    args = ap.parse_args()
+    perf = shutil.which("perf")
+    if not perf:
+        print("Linux perf is not installed: nothing to compare with")
+        return 1
+    tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-report-")
+    os.makedirs(tmp, exist_ok=True)
+    files = {
+        "shallow": [perf, "record", "-q", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
+                    sys.executable, "-c", LOOP.format(s=args.seconds)],
+        "deep": [perf, "record", "-q", "-F", "10000", "-g", "-a", "-o", os.path.join(tmp, "deep.data"), "--",
+                 perf, "bench", "sched", "messaging", "-l", str(args.loops)],
+    }
+    pm = [sys.executable, "-m", "pmuscope"]
+    print(f"{'file':8} {'samples':>8} {'frames/s':>9} | {'perf script':>11} {'ours':>7} {'speedup':>7} | "
+          f"{'perf report':>11} {'ours':>7} {'ratio':>6}")
+    rows = []
+    for name, rec in files.items():
+        run(rec, timeout=900)
+        path = rec[rec.index("-o") + 1]
+        n = samples_of(perf, path)
+        ps = best([perf, "script", "-i", path], args.rounds)
+        us = best(pm + ["script", "-i", path], args.rounds)
+        pr = best([perf, "report", "--stdio", "-i", path], args.rounds)
+        ur = best(pm + ["report", "--stdio", "-i", path], args.rounds)
+        rows.append((name, n, ps, us, pr, ur))
+        print(f"{name:8} {n:8d} {n / us:9.0f} | {ps:10.2f}s {us:6.2f}s {ps / us:6.2f}x | "
+              f"{pr:10.2f}s {ur:6.2f}s {ur / pr:5.2f}x", flush=True)
+    print()
+    for name, n, ps, us, pr, ur in rows:
+        print(f"{name}: script {n / ps:,.0f} samples/s (perf) vs {n / us:,.0f} (pmuscope) = {ps / us:.2f}x "
+              f"[target >= 1.5x {'met' if ps / us >= 1.5 else 'NOT met'}]; report {ur / pr:.2f}x perf's wall time "
+              f"[target <= 0.5x {'met' if ur / pr <= 0.5 else 'NOT met'}]")
+    if not args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
