@@ -10,7 +10,11 @@
 2. Wall time of recording a command that exits at once (``-- true``): perf
    6.1 waits up to 1 s at exit for its side-band thread.
 
-    python benchmarks/bench_record.py [--iterations N] [--rounds R] [--event E] [--freq HZ]
+Both profilers are pinned to another CPU than the workload (``--profiler-cpu``,
+default 0), so what is measured is the sampling cost on the workload's CPU, not
+where the scheduler happens to wake the profiler.
+
+    python benchmarks/bench_record.py [--iterations N] [--rounds R] [--event E] [--freq HZ] [-v]
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--event", default=None, help="event for both tools (default: pmuscope's default event)")
     ap.add_argument("--freq", type=int, default=4000)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every run")
     ap.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1, help="CPU to pin the workload to")
+    ap.add_argument("--profiler-cpu", type=int, default=0 if (os.cpu_count() or 1) > 1 else None,
+                    help="CPU to pin both profilers to (default 0: away from the workload); -1 for no pinning")
     args = ap.parse_args()
 
     perf = shutil.which("perf")
@@ -71,11 +78,13 @@ def main() -> int:
     if not n:
         w, _, _ = run_inner([], 20000, args.cpu)
         n = max(1000, int(20000 * 2.0 / max(w, 1e-3)))
-    print(f"workload: busy_iterations({n}) pinned to CPU {args.cpu}; event {event} -F {args.freq} -g; {args.rounds} rounds")
+    print(f"workload: busy_iterations({n}) pinned to CPU {args.cpu}; event {event} -F {args.freq} -g; {args.rounds} rounds"
+          + (f"; profilers pinned to CPU {args.profiler_cpu}" if args.profiler_cpu not in (None, -1) else ""))
 
-    ours = [sys.executable, "-m", "pmuscope", "record", "-q", "-e", event, "-F", str(args.freq), "-g",
+    pin = ["taskset", "-c", str(args.profiler_cpu)] if args.profiler_cpu not in (None, -1) and shutil.which("taskset") else []
+    ours = pin + [sys.executable, "-m", "pmuscope", "record", "-q", "-e", event, "-F", str(args.freq), "-g",
             "-o", os.path.join(tmp, "ours.data"), "--"]
-    theirs = [perf, "record", "-q", "-e", event, "-F", str(args.freq), "-g", "-o", os.path.join(tmp, "perf.data"), "--"] \
+    theirs = pin + [perf, "record", "-q", "-e", event, "-F", str(args.freq), "-g", "-o", os.path.join(tmp, "perf.data"), "--"] \
         if perf else None
     configs = {"base": [], "pmuscope": ours}
     if theirs:
@@ -88,6 +97,8 @@ def main() -> int:
         for name in order:
             w, c, _ = run_inner(configs[name], n, args.cpu)
             res[name].append((w, c))
+            if args.verbose:
+                print(f"  round {r} {name:9s} wall {w:.3f}s cpu {c:.3f}s")
             if name != "base":
                 path = os.path.join(tmp, "ours.data" if name == "pmuscope" else "perf.data")
                 from pmuscope.perfdata import PerfDataFile
