@@ -458,3 +458,19 @@ def test_sampler_degrades_when_cpu_wide_events_are_refused(clx, monkeypatch):
     assert [n["node"] for n in snap.nodes] == [0, 1]
     assert all(n["rma"] is None and n["cpi"] is None for n in snap.nodes)
     assert snap.attribution == {"method": None}
+
+
+def test_signed_events_are_subtracted(clx):
+    # generic LMA = node-loads (lma:2) - node-load-misses (lma:3)
+    a = SwitchAttributor(("time_ns", "rma:0", "lma:1", "lma:2"))
+    a.start(0, 0, [0, 0, 0, 0])
+    a.feed(0, [1], [5], [5], [[100, 30, 1000, 30]])
+    a.boundary(0, 1, [100, 30, 1000, 30], running=(5, 5))
+    nodes = read_nodes(clx)
+    st0 = read_proc_state(str(NUMA / "two-node" / "t0"))
+    st1 = read_proc_state(str(NUMA / "two-node" / "t1"))
+    snap = build_snapshot(nodes, st0, st1, attribution=a.take(), member_signs={"lma:2": -1},
+                          unavailable={"clk": "x", "ir": "y"})
+    n0 = snap.node(0)
+    assert (n0["rma"], n0["lma"], n0["rma_lma"]) == (30, 970, 30 / 970)
+    assert n0["cpi"] is None and "needs clk and ir" in snap.unavailable["cpi"]

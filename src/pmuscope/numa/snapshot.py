@@ -126,7 +126,8 @@ class Snapshot:
         raise KeyError(f"node {nid} is not in this snapshot")
 
 
-def _counts(platform_columns: tuple[str, ...], row: np.ndarray | None, have: set[str]) -> dict[str, float | None]:
+def _counts(platform_columns: tuple[str, ...], row: np.ndarray | None, have: set[str],
+            signs: dict[str, int]) -> dict[str, float | None]:
     """Metric sums (clk, ir, rma, lma) from one attribution row; events with a
     ``sign`` are subtracted (generic LMA = node-loads − node-load-misses)."""
     out: dict[str, float | None] = {m: (0.0 if m in have else None) for m in ("clk", "ir", "rma", "lma")}
@@ -137,11 +138,8 @@ def _counts(platform_columns: tuple[str, ...], row: np.ndarray | None, have: set
             continue
         metric, _, _ = col.partition(":")
         if metric in have and out.get(metric) is not None:
-            out[metric] += float(row[i]) * _SIGNS.get(col, 1)  # type: ignore[operator]
+            out[metric] += float(row[i]) * signs.get(col, 1)  # type: ignore[operator]
     return out
-
-
-_SIGNS: dict[str, int] = {}
 
 
 def _metric_cells(counts: dict[str, float | None], unavailable: dict[str, str]) -> dict[str, float | None]:
@@ -183,8 +181,7 @@ def build_snapshot(
     could not be opened (then per-node CPU% of processes is unavailable and so
     is every PMU column, with the reasons in ``unavailable``). ``memory`` maps
     pid → bytes per node (from numa_maps)."""
-    global _SIGNS
-    _SIGNS = dict(member_signs or {})
+    signs = dict(member_signs or {})
     unavailable = dict(unavailable or {})
     if attribution is None:
         unavailable.setdefault("cpu_pct_by_node", "context-switch side-band not available")
@@ -228,7 +225,7 @@ def build_snapshot(
             if c in before.jiffies and c in after.jiffies:
                 busy += b1 - b0
                 total += t1 - t0
-        counts = _counts(cols, by_node.get(n.id), have)
+        counts = _counts(cols, by_node.get(n.id), have, signs)
         row: dict[str, Any] = {
             "node": n.id,
             "cpus": list(n.cpus),
@@ -266,7 +263,7 @@ def build_snapshot(
         if t0 is None or pid == 0:
             continue
         run = max(t1.runtime_ns - t0.runtime_ns, 0)
-        counts = _counts(cols, by_pid.get(pid), have)
+        counts = _counts(cols, by_pid.get(pid), have, signs)
         row = {
             "pid": pid,
             "comm": t1.comm,
@@ -280,7 +277,7 @@ def build_snapshot(
         per_node = []
         for n in nodes:
             v = by_pid_node.get((pid, n.id))
-            c = _counts(cols, v, have)
+            c = _counts(cols, v, have, signs)
             cell = {"node": n.id,
                     "cpu_pct": (metrics.cpu_pct_from_ns(float(v[0]) if v is not None else 0.0, att_interval_ns)
                                 if "cpu_pct_by_node" not in unavailable and n.cpus else None)}
@@ -298,7 +295,7 @@ def build_snapshot(
         t0 = before.threads.get((pid, tid))
         if t0 is None:
             continue
-        counts = _counts(cols, by_tid.get((pid, tid)), have)
+        counts = _counts(cols, by_tid.get((pid, tid)), have, signs)
         row = {"pid": pid, "tid": tid, "comm": t1.comm,
                "cpu_pct": metrics.cpu_pct_from_ns(max(t1.runtime_ns - t0.runtime_ns, 0), interval_ns),
                "migrations": None if t1.migrations is None or t0.migrations is None else max(t1.migrations - t0.migrations, 0)}

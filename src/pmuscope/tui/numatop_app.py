@@ -29,6 +29,7 @@ require("textual", "tui", "the numatop terminal UI")
 
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.binding import Binding  # noqa: E402
+from textual.css.query import NoMatches  # noqa: E402
 from textual.widgets import DataTable, Footer, Static  # noqa: E402
 
 from ..numa.model import parse_numa_maps_by_area, read_maps, read_numa_maps  # noqa: E402
@@ -125,6 +126,10 @@ class NumatopApp(App):
         except Exception as err:  # a PmuscopeError names the cause; show it, don't crash
             self.call_from_thread(self._fail, f"{type(err).__name__}: {err}")
             return
+        if not self.is_running:  # quit while the events were opening
+            self.sampler.close()
+            self.sampler = None
+            return
         self.call_from_thread(self.set_interval, self.delay, self.action_refresh_now)
         self.call_from_thread(self._header)
 
@@ -141,15 +146,21 @@ class NumatopApp(App):
         if not self._busy.acquire(blocking=False):
             return
         try:
+            if self.sampler is None:
+                return
             snap = self.sampler.refresh(memory_pids=())
         finally:
             self._busy.release()
-        self.call_from_thread(self._show, snap)
+        if self.is_running:
+            self.call_from_thread(self._show, snap)
 
     def _show(self, snap: Snapshot) -> None:
         self.snap = snap
         self.refreshes += 1
-        self._render()
+        try:
+            self._render()
+        except NoMatches:
+            pass  # a refresh that lands while the app shuts down
 
     # -- views
     def _header(self) -> None:
@@ -282,7 +293,10 @@ class NumatopApp(App):
     def _chains_done(self, result) -> None:
         self.chains = result
         if self.view_name == "callchain":
-            self._render()
+            try:
+                self._render()
+            except NoMatches:
+                pass
 
     def _proc(self) -> dict[str, Any] | None:
         if self.snap is None or self.pid is None:
@@ -365,8 +379,10 @@ class NumatopApp(App):
         return "\n".join(out)
 
     def on_unmount(self) -> None:
-        if self.sampler is not None:
-            self.sampler.close()
+        with self._busy:  # not while a refresh is reading the events
+            if self.sampler is not None:
+                self.sampler.close()
+                self.sampler = None
 
 
 def run_app(*, delay: float = 5.0, run_time: float | None = None, pmu: bool = True, switches: bool = True,
