@@ -285,3 +285,12 @@ def test_event_headers_match_perf_record(tmp_path, perf_bin, args):
         return [re.sub(r":\w+(?=[,}])", "", ln) if ln.startswith("# group:") else ln for ln in lines]
 
     assert events(ours) == events(theirs)
+
+
+def test_duration_ends_a_longer_command(tmp_path):
+    t0 = time.monotonic()
+    proc = subprocess.run([*PMUSCOPE, "record", "-q", "-e", "cpu-clock", "-o", str(tmp_path / "d.data"), "--duration",
+                           "0.3", "--", "sleep", "30"], capture_output=True, timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 128 + signal.SIGTERM  # the command was still running: SIGTERM, like perf
+    assert PerfDataFile(str(tmp_path / "d.data")).attrs

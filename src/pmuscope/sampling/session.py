@@ -629,9 +629,9 @@ class Recorder:
                     r.lost += ring.lost
                     r.lost_samples += ring.lost_samples
             if self.workload is not None:
-                if self.workload.poll() is None:
-                    if not self._target_gone and (self._stop.is_set() or r.interrupted or self.cpu_wide):
-                        self.workload.send_signal(signal.SIGTERM)  # perf does the same to a live workload
+                if self.workload.poll() is None and not self._target_gone:
+                    # the session ended first (stop, Ctrl-C, duration): perf SIGTERMs a live workload too
+                    self.workload.send_signal(signal.SIGTERM)
                 r.exit_status = self.workload.wait()
         finally:
             self._teardown()
