@@ -62,3 +62,44 @@ def test_export_pmuscope_record_file(perf_bin, tmp_path):
                         "-o", path, "--", *WORKLOAD], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     _check(perf_bin, path, tmp_path)
+
+
+def test_go_tool_pprof_reads_export(perf_bin, tmp_path):
+    """The real pprof (Go's ``go tool pprof``) reads what we write: totals per
+    sample type, the build ids of the mappings and the comment."""
+    import os
+    import shutil
+
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go tool pprof is not installed (apt-get install golang-go)")
+    path = str(tmp_path / "perf.data")
+    r = subprocess.run([perf_bin, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", path, "--", *WORKLOAD],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip(f"perf record failed here: {r.stderr.strip()[:200]}")
+    samples, count = _perf_report(perf_bin, path)
+    out = tmp_path / "out.pb.gz"
+    assert cli_main(["export", "-i", path, "-o", str(out)]) == 0
+    env = dict(os.environ, HOME=str(tmp_path), GOCACHE=str(tmp_path / "gocache"), PPROF_TMPDIR=str(tmp_path))
+
+    def pprof(*args: str) -> str:
+        res = subprocess.run([go, "tool", "pprof", *args, str(out)], capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    top = pprof("-top", "-sample_index=samples")
+    assert re.search(rf"of {samples} total", top), top[:800]
+    top_ns = pprof("-top", "-sample_index=cpu", "-unit=ns")
+    assert re.search(rf"of {count}ns total", top_ns), top_ns[:800]
+    raw = pprof("-raw")
+    assert "PeriodType: cpu nanoseconds" in raw and "samples/count cpu/nanoseconds" in raw
+    ids = _buildids(perf_bin, path)
+    mapping_lines = raw.split("\nMappings\n", 1)[1].splitlines()
+    seen = {}
+    for line in mapping_lines:
+        parts = line.split()
+        if len(parts) >= 4 and parts[0].rstrip(":").isdigit() and re.fullmatch(r"[0-9a-f]{40}", parts[3]):
+            seen[parts[2]] = parts[3]
+    assert seen and all(ids.get(name) == bid for name, bid in seen.items()), (seen, ids)

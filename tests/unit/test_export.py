@@ -218,6 +218,7 @@ class FakeProfile:
         st = [[1, 0], [0], [2, 1, 0], [0]]
         self._stack = np.array([f for s in st for f in s])
         self._off = np.cumsum([0] + [len(s) for s in st])
+        self.leaf = np.array([s[0] for s in st])
 
     def __len__(self):
         return len(self.pid)
@@ -241,7 +242,8 @@ def test_from_profile_sample_types_mappings_and_totals():
     assert ep.totals() == {"samples": 4, "cpu": 750000, "cycles": 99}
     assert (ep.period_type, ep.period) == (("cpu", "nanoseconds"), 250000)
     assert [f.name for f in ep.frames] == ["main", "[python3]", "do_syscall_64"]
-    assert [m.build_id for m in ep.mappings] == ["deadbeef", ""]
+    assert [m.build_id for m in ep.mappings] == ["deadbeef", ""]  # the executable first, as pprof expects
+    assert (ep.mappings[1].memory_start, ep.mappings[1].memory_limit) == (0xffffffff81000000, 0xffffffff81000001)
     assert ep.duration_nanos == 3000
     prof = decode(pprof.dumps(ep))
     st = prof.string_table

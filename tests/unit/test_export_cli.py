@@ -62,6 +62,8 @@ def test_pprof_agrees_with_report(callgraph, tmp_path, capsys):
     common = set(mapped) & set(file_ids)
     assert common and all(mapped[f] == file_ids[f] for f in common)
     assert all(set(labels_of(prof, s)) == {"pid", "tid", "cpu", "comm"} for s in prof.sample)
+    # mapping[0] is what pprof calls the main binary: the most-sampled executable, not a library
+    assert st[prof.mapping[0].filename] == "/opt/google/chrome/chrome"
 
 
 def test_speedscope_and_folded_outputs(callgraph, tmp_path, capsys):

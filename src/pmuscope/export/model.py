@@ -23,6 +23,7 @@ documented columns).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping as TMapping, Sequence
@@ -224,8 +225,18 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     sample_types = _sample_types_for(event_names)
     frames_ids, offsets = p.stacks()
     nframes = len(p.frame_ip)
-    # -- mappings: one per DSO used by a frame
+    # -- mappings: one per DSO used by a frame; pprof shows mapping[0] as "the main binary",
+    # so the executable (not a .so, not [kernel...]) with the most leaf samples goes first
     dso_ids = sorted({int(d) for d in np.unique(p.frame_dso) if d >= 0}) if nframes else []
+    leaf_dso = np.asarray(p.frame_dso)[np.asarray(p.leaf, dtype=np.int64)] if n and nframes else np.zeros(0, np.int64)
+    hits = {int(d): int(c) for d, c in zip(*np.unique(leaf_dso, return_counts=True))}
+
+    def _rank(d: int) -> tuple:
+        name = p.dso_name(d)
+        library = name.startswith("[") or ".so" in os.path.basename(name)
+        return (library, -hits.get(d, 0), d)
+
+    dso_ids.sort(key=_rank)
     mapping_of: dict[int, int] = {}
     mappings: list[Mapping] = []
     build_ids = build_ids or {}
@@ -234,7 +245,9 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         addrs = p.frame_addr[sel].astype(np.uint64)
         path = p.dso_name(d)
         limit = min(int(addrs.max()) + 1, (1 << 64) - 1) if len(addrs) else 0
-        mappings.append(Mapping(path, 0, limit, 0, build_ids.get(path, ""), True))
+        # user frames carry file offsets (start 0); kernel-style names carry real addresses
+        start = int(addrs.min()) if path.startswith("[") and len(addrs) else 0
+        mappings.append(Mapping(path, start, limit, 0, build_ids.get(path, ""), True))
         mapping_of[d] = len(mappings)
     from ..profile.export import frame_labels  # perf's frame naming: symbol, else [dso], else [unknown]
 
