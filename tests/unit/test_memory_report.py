@@ -125,3 +125,34 @@ def test_concat_renumbers_data_objects():
     b = MemSamples.from_columns(2, data_src=[3, 4], dobj=[1, 0], dobj_names=["y", "x"])
     c = MemSamples.concat([a, b])
     assert list(c.dobj_name_array()) == ["x", "[unknown]", "x", "y"]
+
+
+def test_symbols_and_data_objects_of_a_real_library(tmp_path):
+    """Samples whose ip is libc's getpid and whose address is in libc's data
+    resolve to that symbol and data object through MMAP2 records."""
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6")
+    ip = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    pid = os.getpid()
+    maps, data_addr = [], None
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and os.path.basename(parts[5]).startswith("libc.so"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                maps.append(dict(pid=pid, start=lo, length=hi - lo, pgoff=int(parts[2], 16), filename=parts[5],
+                                 prot=5 if "x" in parts[1] else 3))
+                if "w" in parts[1]:
+                    data_addr = lo + 16
+    if not maps or data_addr is None:
+        pytest.skip("no libc mapping with a writable segment in /proc/self/maps")
+    path = tmp_path / "libc.data"
+    l1 = D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1)
+    write_mem_perf_data(path, [dict(ip=ip, pid=pid, tid=pid, time=i, addr=data_addr, data_src=l1, weight=7)
+                               for i in range(3)], mmaps=maps, comms=[dict(pid=pid, comm="py")])
+    rep = mem_report(load_mem_samples(path))
+    sym = rep["by_symbol"][0]
+    assert sym["samples"] == 3 and sym["symbol"].endswith("getpid") and sym["symbol"].startswith("[.] ")
+    assert sym["dso"].endswith(os.path.basename(maps[0]["filename"]))
+    assert rep["by_data_object"][0]["data_object"].startswith("libc.so")

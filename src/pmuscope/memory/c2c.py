@@ -106,10 +106,14 @@ def _sum_by(inv: np.ndarray, k: int, arr) -> np.ndarray:
 
 
 def _distinct_by(inv: np.ndarray, k: int, values: np.ndarray) -> np.ndarray:
+    """Number of distinct ``values`` per group (one 1-D unique on a combined key)."""
     if not len(inv):
         return np.zeros(k, np.int64)
-    pairs = np.unique(np.stack([inv.astype(np.int64), np.asarray(values).astype(np.int64)]), axis=1)
-    return np.bincount(pairs[0], minlength=k)
+    v = np.asarray(values).astype(np.int64)
+    _, vcode = np.unique(v, return_inverse=True)
+    nv = int(vcode.max()) + 1
+    pairs = np.unique(inv.astype(np.int64) * nv + vcode.reshape(-1))
+    return np.bincount(pairs // nv, minlength=k)
 
 
 def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top: int = 20,
@@ -156,8 +160,6 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
     load_w = _sum_by(inv, k, np.where(st["load"][idx], ms.weight[idx], 0))
     order = cand[np.lexsort((-records[cand], -cols["store"][cand], -m_line[cand]))][:top]
 
-    if symbols is None:
-        symbols = np.array([f"{int(x):#x}" for x in ms.ip], dtype=object) if n else np.zeros(0, object)
     rows = []
     for rank, li in enumerate(order):
         sel = idx[inv == li]
@@ -177,7 +179,7 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
 def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets) -> list[dict[str, Any]]:
     off = (ms.addr[sel] & np.uint64(line_size - 1)).astype(np.int64)
     key = np.stack([off, ms.pid[sel].astype(np.int64), ms.ip[sel].view(np.int64)])
-    uk, inv = np.unique(key, axis=1, return_inverse=True)
+    uk, inv = np.unique(key, axis=1, return_inverse=True)  # rows of one line only: small
     inv = inv.reshape(-1)
     k = uk.shape[1]
     m = _sum_by(inv, k, metric[sel])
@@ -192,7 +194,7 @@ def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets) -> list
         first = sel[np.flatnonzero(inv == j)[0]]
         out.append({
             "offset": int(uk[0, j]), "pid": int(uk[1, j]), "ip": int(np.int64(uk[2, j]).view(np.uint64)),
-            "symbol": str(symbols[first]), mode: int(m[j]), "pct_" + mode: 100.0 * m[j] / tot_m,
+            "symbol": str(symbols[first]) if symbols is not None else f"{int(ms.ip[first]):#x}", mode: int(m[j]), "pct_" + mode: 100.0 * m[j] / tot_m,
             "stores": int(stores[j]), "pct_stores": 100.0 * stores[j] / tot_st, "loads": int(loads[j]),
             "mean_load_latency": float(lw[j] / loads[j]) if loads[j] else 0.0, "cpus": int(cpus[j]),
             "tids": sorted({int(t) for t in ms.tid[sel][inv == j]})[:8],

@@ -46,64 +46,111 @@ def latency_histogram(weight: np.ndarray, mask: np.ndarray | None = None) -> lis
 
 
 def group_by(keys: np.ndarray, weight: np.ndarray, *, top: int | None = None, key_name: str = "key",
-             extra: dict[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+             extra: dict[str, np.ndarray] | None = None, labels: list | None = None) -> list[dict[str, Any]]:
     """Rows ``{key, samples, weight, pct_weight, pct_samples, mean_weight}``
-    sorted by weight then samples (descending)."""
+    sorted by weight then samples (descending). ``keys`` are labels, or
+    integer codes into ``labels`` (faster: no sort of strings)."""
     keys = np.asarray(keys)
     n = len(keys)
     if not n:
         return []
-    uniq, inv = np.unique(keys, return_inverse=True)
+    if labels is None:
+        uniq, inv = np.unique(keys, return_inverse=True)
+        names = list(uniq)
+    else:  # dense codes: no sort needed
+        keys = keys.astype(np.int64)
+        shift = 1 if (keys < 0).any() else 0  # -1 = unknown data object
+        present = np.flatnonzero(np.bincount(keys + shift))
+        remap = np.full(int(present[-1]) + 1, -1, np.int64)
+        remap[present] = np.arange(len(present))
+        inv = remap[keys + shift]
+        names = [labels[int(c) - shift] for c in present]
     inv = inv.reshape(-1)
-    cnt = np.bincount(inv, minlength=len(uniq))
-    wsum = np.bincount(inv, weights=np.asarray(weight, dtype=np.float64), minlength=len(uniq))
+    k = len(names)
+    cnt = np.bincount(inv, minlength=k)
+    wsum = np.bincount(inv, weights=np.asarray(weight, dtype=np.float64), minlength=k)
     total_w = float(wsum.sum()) or 1.0
     order = np.lexsort((-cnt, -wsum))
     if top is not None:
         order = order[:top]
+    first = np.full(k, n, np.int64)
+    np.minimum.at(first, inv, np.arange(n))
     rows = []
-    for k in order:
-        row = {key_name: uniq[k].item() if hasattr(uniq[k], "item") else uniq[k], "samples": int(cnt[k]),
-               "weight": int(wsum[k]), "pct_weight": 100.0 * wsum[k] / total_w, "pct_samples": 100.0 * cnt[k] / n,
-               "mean_weight": float(wsum[k] / cnt[k])}
-        if extra:
-            for name, arr in extra.items():
-                row[name] = arr[np.flatnonzero(inv == k)[0]].item() if hasattr(arr[0], "item") else arr[np.flatnonzero(inv == k)[0]]
+    for j in order:
+        name = names[j]
+        row = {key_name: name.item() if hasattr(name, "item") else name, "samples": int(cnt[j]), "weight": int(wsum[j]),
+               "pct_weight": 100.0 * wsum[j] / total_w, "pct_samples": 100.0 * cnt[j] / n,
+               "mean_weight": float(wsum[j] / cnt[j])}
+        for xname, arr in (extra or {}).items():
+            v = arr[first[j]]
+            row[xname] = v.item() if hasattr(v, "item") else v
         rows.append(row)
     return rows
 
 
-def resolve_symbols(ms: MemSamples, symbolizer=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(symbol, dso)`` string arrays for each sample's ip: perf's ``[k]``/``[.]``
-    names where the maps and binaries allow, else the hex address."""
-    n = len(ms)
-    if not n:
-        return np.zeros(0, object), np.zeros(0, object)
-    if symbolizer is None:
+def _text_codes(values, fn, **kw) -> tuple[np.ndarray, list[str]]:
+    """Codes and labels of ``fn(value)`` computed once per distinct value;
+    ``values`` may be ``(uniq, inv)`` from an earlier ``np.unique``."""
+    if isinstance(values, tuple):
+        uniq, inv = values
+    else:
+        uniq, inv = np.unique(np.asarray(values, dtype=np.uint64), return_inverse=True)
+    texts = [fn(int(u), **kw) for u in uniq]
+    labels: list[str] = []
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(t, len(index)) for t in texts], np.int64)
+    labels = list(index)
+    return (codes[inv.reshape(-1)] if len(uniq) else np.zeros(0, np.int64)), labels
+
+
+def _resolve_unique(ms: MemSamples, symbolizer=None):
+    """Resolve each distinct (pid, ip, kernel) once: ``(inv, syms, dsos, kernel)``
+    with the per-distinct arrays and ``inv`` mapping samples onto them."""
+    uips, ip_code = np.unique(ms.ip, return_inverse=True)
+    upids, pid_code = np.unique(ms.pid, return_inverse=True)
+    key = (ip_code.reshape(-1).astype(np.int64) * len(upids) + pid_code.reshape(-1)) * 2 + ms.kernel
+    ukey, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    ukern = (ukey & 1).astype(bool)
+    upid = upids[(ukey >> 1) % len(upids)].astype(np.int64)
+    uip = uips[(ukey >> 1) // len(upids)].astype(np.uint64)
+    syms = np.array([f"{int(x):#x}" for x in uip], dtype=object)
+    dsos = np.where(ukern, "[kernel.kallsyms]", "[unknown]").astype(object)
+    if symbolizer is None and ms.maps is not None:
         from ..symbols import Symbolizer
 
-        symbolizer = Symbolizer(ms.maps, kernel=False) if ms.maps is not None else None
-    syms = np.empty(n, object)
-    dsos = np.empty(n, object)
-    if symbolizer is None:
-        for i in range(n):
-            syms[i] = f"{int(ms.ip[i]):#x}"
-            dsos[i] = "[unknown]"
-        return syms, dsos
-    try:
-        r = symbolizer.resolve_many(ms.pid, ms.ip, kernel=ms.kernel)
-    except Exception:  # a broken binary must not hide the memory report
-        r = None
-    for i in range(n):
-        if r is not None and int(r.sym_id[i]) >= 0:
-            syms[i] = symbolizer.sym_name(int(r.sym_id[i]))
-        else:
-            syms[i] = f"{int(ms.ip[i]):#x}"
-        if r is not None and int(r.dso_id[i]) >= 0:
-            dsos[i] = symbolizer.dso_name(int(r.dso_id[i]))
-        else:
-            dsos[i] = "[kernel.kallsyms]" if ms.kernel[i] else "[unknown]"
-    return syms, dsos
+        symbolizer = Symbolizer(ms.maps, kernel=False)
+    if symbolizer is not None:
+        try:
+            r = symbolizer.resolve_many(upid, uip, kernel=ukern)
+        except Exception:  # noqa: BLE001 - an unreadable binary must not hide the memory report
+            r = None
+        if r is not None:
+            for i in np.flatnonzero(np.asarray(r.sym_id) >= 0):
+                syms[i] = symbolizer.sym_name(int(r.sym_id[i]))
+            for i in np.flatnonzero(np.asarray(r.dso_id) >= 0):
+                dsos[i] = symbolizer.dso_name(int(r.dso_id[i]))
+    return inv, syms, dsos, ukern
+
+
+def resolve_symbols(ms: MemSamples, symbolizer=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(symbol, dso)`` string arrays for each sample's ip, resolved through
+    the recording's maps (each distinct (pid, ip) once); unresolved ips print
+    as hex, their DSO as ``[unknown]`` (or ``[kernel.kallsyms]`` for kernel ips)."""
+    if not len(ms):
+        return np.zeros(0, object), np.zeros(0, object)
+    inv, syms, dsos, _ = _resolve_unique(ms, symbolizer)
+    return syms[inv], dsos[inv]
+
+
+class _DobjLabels:
+    """``dobj`` code -> name, with -1 = ``[unknown]``."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def __getitem__(self, code: int) -> str:
+        return self.names[code] if code >= 0 else "[unknown]"
 
 
 def mem_report(ms: MemSamples, *, top: int = 20, symbolizer=None, style: str = "new") -> dict[str, Any]:
@@ -112,13 +159,20 @@ def mem_report(ms: MemSamples, *, top: int = 20, symbolizer=None, style: str = "
     n = len(ms)
     load, store = ms.is_load, ms.is_store
     w = ms.weight
-    lvl = D.texts(ms.data_src, D.lvl_text, style=style)
-    snp = D.texts(ms.data_src, D.snoop_text)
-    tlb = D.texts(ms.data_src, D.tlb_text)
-    lck = D.texts(ms.data_src, D.lock_text)
-    op = D.texts(ms.data_src, D.op_text)
-    syms, dsos = resolve_symbols(ms, symbolizer)
-    sym_key = np.array([f"{'[k]' if k else '[.]'} {s}" for s, k in zip(syms, ms.kernel)], dtype=object) if n else syms
+    ds = np.unique(ms.data_src, return_inverse=True)
+    lvl = _text_codes(ds, D.lvl_text, style=style)
+    snp = _text_codes(ds, D.snoop_text)
+    tlb = _text_codes(ds, D.tlb_text)
+    lck = _text_codes(ds, D.lock_text)
+    op = _text_codes(ds, D.op_text)
+    if n:
+        inv, usyms, udsos, ukern = _resolve_unique(ms, symbolizer)
+        index: dict[str, int] = {}
+        ucodes = np.array([index.setdefault(f"{'[k]' if k else '[.]'} {sname}", len(index))
+                           for sname, k in zip(usyms, ukern)], np.int64)
+        sym_labels = list(index)
+        sym_codes = ucodes[inv]
+        dsos = udsos[inv]
     lw = w[load] if n else w
     summary = {
         "samples": n,
@@ -136,15 +190,16 @@ def mem_report(ms: MemSamples, *, top: int = 20, symbolizer=None, style: str = "
     summary.update({k: v for k, v in ms.meta.items() if k in ("path", "events", "midr")})
     return {
         "summary": summary,
-        "by_op": group_by(op, w, key_name="op"),
-        "by_data_source": group_by(lvl, w, key_name="data_source"),
-        "by_snoop": group_by(snp, w, key_name="snoop"),
-        "by_tlb": group_by(tlb, w, key_name="tlb"),
-        "by_lock": group_by(lck, w, key_name="locked"),
+        "by_op": group_by(op[0], w, key_name="op", labels=op[1]),
+        "by_data_source": group_by(lvl[0], w, key_name="data_source", labels=lvl[1]),
+        "by_snoop": group_by(snp[0], w, key_name="snoop", labels=snp[1]),
+        "by_tlb": group_by(tlb[0], w, key_name="tlb", labels=tlb[1]),
+        "by_lock": group_by(lck[0], w, key_name="locked", labels=lck[1]),
         "load_latency_histogram": latency_histogram(w, load),
         "store_latency_histogram": latency_histogram(w, store),
-        "by_symbol": group_by(sym_key, w, top=top, key_name="symbol", extra={"dso": dsos}) if n else [],
-        "by_data_object": group_by(ms.dobj_name_array(), w, top=top, key_name="data_object"),
+        "by_symbol": group_by(sym_codes, w, top=top, key_name="symbol", extra={"dso": dsos}, labels=sym_labels) if n else [],
+        "by_data_object": group_by(ms.dobj, w, top=top, key_name="data_object",
+                                   labels=_DobjLabels(ms.dobj_names)),
     }
 
 
