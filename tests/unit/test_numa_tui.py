@@ -155,3 +155,29 @@ def two_node():
     after = read_proc_state(str(NUMA / "two-node" / "t1"), threads=True)
     return build_snapshot(nodes, before, after, attribution=_recorded_attribution(),
                           unavailable={"imc_mb": "no uncore_imc_N PMU in this fixture", "upi_mb": "no uncore_upi_N PMU in this fixture"})
+
+
+def test_cursor_stays_on_the_process_across_refreshes_and_views(two_node):
+    sampler = FakeSampler(two_node)
+    app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"),
+                     callchain_fn=_fake_chains)
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            while not app.refreshes:
+                await pilot.pause(0.02)
+            await pilot.press("down")  # db (pid 200)
+            seen = app.refreshes
+            while app.refreshes < seen + 3:
+                await pilot.pause(0.02)
+            after_refresh = app._selected_key()
+            await pilot.press("m")
+            await pilot.pause(0.05)
+            title = app.view_title()
+            await pilot.press("b")
+            await pilot.pause(0.05)
+            return after_refresh, title, app._selected_key()
+    after_refresh, title, back = asyncio.run(go())
+    assert after_refresh == "p200"
+    assert title == "Memory areas of process 200"
+    assert back == "p200"

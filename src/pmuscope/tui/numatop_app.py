@@ -192,10 +192,17 @@ class NumatopApp(App):
 
     def _table(self, columns: list[str], rows: list[list[str]], keys: list[str] | None = None) -> None:
         table = self.query_one("#table", DataTable)
+        selected = self._selected_key()
         table.clear(columns=True)
         table.add_columns(*columns)
         for i, row in enumerate(rows):
             table.add_row(*row, key=keys[i] if keys else None)
+        # keep the cursor on the same process/node across refreshes and view changes
+        want = selected if selected and keys and selected in keys else None
+        if want is None and keys:
+            want = {"p": f"p{self.pid}", "n": f"n{self.node_id}"}.get(keys[0][:1])
+        if want is not None and keys and want in keys:
+            table.move_cursor(row=keys.index(want))
 
     def _processes(self) -> list[dict[str, Any]]:
         rows = [r for r in self.snap.processes if (r["cpu_pct"] or 0) > 0 or self.node_filter is not None]
