@@ -644,6 +644,8 @@ class Monitor:
                     readv(fd, target)
                 lateness = now - deadline
                 skip = lateness // interval if lateness >= interval else 0
+                if last > 0 and k + skip > last:
+                    skip = last - k  # deadlines past the run's end are not skipped, they do not exist
                 ts.append(now)
                 idx.append(k)
                 late.append(lateness > tolerance)
