@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from ..profile.folded import format_folded
 
     sort = parse_sort(args.sort)
+    _time_range(args.time)  # bad options fail before the file is read
     prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
     prof = apply_filters(prof, args)
     folded = None

@@ -24,15 +24,19 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profile import iter_script, load_profile, parse_fields
+    from ..profile import iter_script_bytes, load_profile, parse_fields
     from .report_cmd import apply_filters
 
     fields = parse_fields(args.fields)
+    from .report_cmd import _time_range
+
+    _time_range(args.time)  # bad options fail before the file is read
     prof = load_profile(args.input, keep_raw=bool(fields and "trace" in fields),
                         kernel_symbols=False if args.no_kernel_symbols else None)
     prof = apply_filters(prof, args)
-    write = sys.stdout.write
-    for text in iter_script(prof, fields, callchain=not args.hide_call_graph):
-        write(text)
     sys.stdout.flush()
+    write = sys.stdout.buffer.write
+    for chunk in iter_script_bytes(prof, fields, callchain=not args.hide_call_graph):
+        write(chunk)
+    sys.stdout.buffer.flush()
     return 0

@@ -15,12 +15,12 @@
 
 from .model import Profile, ProfileBuilder, build_profile, load_profile
 from .report import Report, ReportRow, build_report, format_report, parse_sort, report_json, reports_by_event
-from .script import format_script, iter_script, parse_fields
+from .script import format_script, iter_script, iter_script_bytes, parse_fields
 from .export import folded_stacks, frame_labels, write_flamegraph, write_folded
 
 __all__ = [
     "Profile", "ProfileBuilder", "build_profile", "load_profile",
     "Report", "ReportRow", "build_report", "format_report", "parse_sort", "report_json", "reports_by_event",
-    "format_script", "iter_script", "parse_fields",
+    "format_script", "iter_script", "iter_script_bytes", "parse_fields",
     "folded_stacks", "frame_labels", "write_flamegraph", "write_folded",
 ]

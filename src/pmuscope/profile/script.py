@@ -48,15 +48,13 @@ def default_fields(p: Profile) -> tuple[str, ...]:
     return tuple(f)
 
 
-def _frame_texts(p: Profile, frames: np.ndarray, *, relative: bool, ip: bool, sym: bool, symoff: bool,
-                 dso: bool, prefix: str, suffix: str) -> np.ndarray:
-    """Object array: the text of each frame id in ``frames`` (built once per
-    distinct frame)."""
-    u, inv = np.unique(frames, return_inverse=True)
-    addrs = (p.frame_addr if relative else p.frame_ip)[u].tolist()
-    syms = p.frame_sym[u].tolist()
-    offs = p.frame_off[u].tolist()
-    dsos = p.frame_dso[u].tolist()
+def _frame_table(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: bool, dso: bool,
+                 prefix: str, suffix: str) -> np.ndarray:
+    """Object array indexed by frame id: the text (bytes) of every frame."""
+    addrs = (p.frame_addr if relative else p.frame_ip).tolist()
+    syms = p.frame_sym.tolist()
+    offs = p.frame_off.tolist()
+    dsos = p.frame_dso.tolist()
     name_cache: dict[int, str] = {}
     dso_cache: dict[int, str] = {}
     texts = []
@@ -74,95 +72,160 @@ def _frame_texts(p: Profile, frames: np.ndarray, *, relative: bool, ip: bool, sy
             if dn is None:
                 dn = dso_cache[d] = p.dso_name(d)
             t += f" ({dn})"
-        texts.append(t + suffix)
+        texts.append((t + suffix).encode("utf-8", "surrogateescape"))
     arr = np.empty(len(texts), dtype=object)
     arr[:] = texts
-    return arr[inv.reshape(-1)]
+    return arr
 
 
-def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool) -> list[str]:
-    cols = []
-    fmt = []
-    fs = set(fields)
-    if "comm" in fs:
-        comms = np.empty(len(p.comms), dtype=object)
-        comms[:] = [(c if chain else f"{c:>16}") for c in p.comms]
-        cols.append(comms[p.comm[lo:hi]].tolist())
-        fmt.append("{} ")
-    if "pid" in fs and "tid" in fs:
-        cols.append([f"{a:5d}/{b:<5d}" for a, b in zip(p.pid[lo:hi].tolist(), p.tid[lo:hi].tolist())])
-        fmt.append("{} ")
-    elif "pid" in fs or "tid" in fs:
-        cols.append(p.pid[lo:hi].tolist() if "pid" in fs else p.tid[lo:hi].tolist())
-        fmt.append("{:5d} ")
-    if "cpu" in fs:
-        cols.append(p.cpu[lo:hi].tolist())
-        fmt.append("[{:03d}] ")
+def _digits(vals: np.ndarray, width: int, *, zero_pad: bool = False) -> np.ndarray:
+    """Right-aligned decimal digits of ``vals`` as a (n, width) uint8 matrix."""
+    out = np.full((len(vals), width), 48 if zero_pad else 32, dtype=np.uint8)
+    v = vals.astype(np.uint64, copy=True)
+    ten = np.uint64(10)
+    for k in range(width - 1, -1, -1):
+        d = (v % ten).astype(np.uint8) + np.uint8(48)
+        if zero_pad:
+            out[:, k] = d
+        else:
+            out[:, k] = np.where((v > 0) | (k == width - 1), d, np.uint8(32))
+        v //= ten
+    return out
+
+
+def _ndigits(v: int) -> int:
+    return len(str(int(v)))
+
+
+def _middle(p: Profile, lo: int, hi: int, fs: set) -> list[bytes] | None:
+    """``secs.usecs: period event: `` of each sample as bytes (None when a
+    field's width varies in this batch: the caller formats those in Python)."""
+    parts = []
+    m = hi - lo
     if "time" in fs:
-        t = p.time[lo:hi]
-        usec = t // np.uint64(1000)
-        cols.append((usec // np.uint64(1_000_000)).tolist())
-        cols.append((usec % np.uint64(1_000_000)).tolist())
-        fmt.append("{:5d}.{:06d}: ")
+        usec = p.time[lo:hi] // np.uint64(1000)
+        secs = usec // np.uint64(1_000_000)
+        w_hi = _ndigits(secs.max()) if m else 1
+        w_lo = _ndigits(secs.min()) if m else 1
+        if max(w_hi, 5) != max(w_lo, 5):
+            return None
+        parts += [_digits(secs, max(w_hi, 5)), np.full((m, 1), 46, np.uint8),
+                  _digits(usec % np.uint64(1_000_000), 6, zero_pad=True), np.full((m, 2), [58, 32], np.uint8)]
     if "period" in fs:
-        cols.append(p.period[lo:hi].tolist())
-        fmt.append("{:10d} ")
+        per = p.period[lo:hi]
+        if m and int(per.max()) >= 10 ** 10:
+            return None
+        parts += [_digits(per, 10), np.full((m, 1), 32, np.uint8)]
     if "event" in fs:
         # perf script right-aligns event names to the longest of the session (evlist__max_name_len)
         width = max((len(x) for x in p.event_names), default=0)
-        names = np.empty(len(p.event_names), dtype=object)
-        names[:] = [x.rjust(width) for x in p.event_names]
-        cols.append(names[p.event[lo:hi]].tolist())
-        fmt.append("{}: ")
-    f = "".join(fmt)
-    if not cols:
-        return [""] * (hi - lo)
-    return [f.format(*row) for row in zip(*cols)]
+        names = [(x.rjust(width) + ": ").encode() for x in p.event_names]
+        w = max(len(x) for x in names)
+        tab = np.frombuffer(b"".join(x.ljust(w) for x in names), dtype=np.uint8).reshape(len(names), w)
+        parts.append(tab[p.event[lo:hi]])
+    if not parts:
+        return [b""] * m
+    mat = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    return mat.view(f"S{mat.shape[1]}").ravel().tolist() if m else []
 
 
-def iter_script(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
-                batch: int = 65536) -> Iterator[str]:
-    """Yield the ``perf script`` text of ``p`` in pieces of ``batch`` samples."""
+def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> np.ndarray:
+    """``comm tid [cpu] `` of each sample (object array of bytes), formatted
+    once per distinct (comm, pid, tid, cpu)."""
+    comm = p.comm[lo:hi].astype(np.int64)
+    pid, tid = p.pid[lo:hi], p.tid[lo:hi]
+    cpu = p.cpu[lo:hi].astype(np.int64)
+    key = np.stack([comm, pid, tid, cpu], axis=1)
+    u, inv = np.unique(key, axis=0, return_inverse=True)
+    out = []
+    for c, pi, ti, cp in u.tolist():
+        t = ""
+        if "comm" in fs:
+            name = p.comms[c]
+            t += f"{name} " if chain else f"{name:>16} "
+        if "pid" in fs and "tid" in fs:
+            t += f"{pi:5d}/{ti:<5d} "
+        elif "pid" in fs:
+            t += f"{pi:5d} "
+        elif "tid" in fs:
+            t += f"{ti:5d} "
+        if "cpu" in fs:
+            t += f"[{cp:03d}] "
+        out.append(t.encode("utf-8", "surrogateescape"))
+    arr = np.empty(len(out), dtype=object)
+    arr[:] = out
+    return arr[inv.reshape(-1)]
+
+
+def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool) -> list[bytes]:
+    fs = set(fields)
+    pre = _prefix(p, lo, hi, fs, chain).tolist()
+    mid = _middle(p, lo, hi, fs)
+    if mid is None:
+        mid = [_middle_slow(p, i, fs) for i in range(lo, hi)]
+    return [a + b for a, b in zip(pre, mid)]
+
+
+def _middle_slow(p: Profile, i: int, fs: set) -> bytes:
+    t = ""
+    if "time" in fs:
+        usec = int(p.time[i]) // 1000
+        t += f"{usec // 1_000_000:5d}.{usec % 1_000_000:06d}: "
+    if "period" in fs:
+        t += f"{int(p.period[i]):10d} "
+    if "event" in fs:
+        width = max((len(x) for x in p.event_names), default=0)
+        t += p.event_names[int(p.event[i])].rjust(width) + ": "
+    return t.encode()
+
+
+def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
+                      batch: int = 65536) -> Iterator[bytes]:
+    """Yield the ``perf script`` text of ``p`` as UTF-8 bytes, ``batch`` samples at a time."""
     fields = tuple(fields) if fields else default_fields(p)
     fs = set(fields)
     want_frames = bool(fs & {"ip", "sym", "dso"})
     chain = callchain and p.has_callchain and want_frames
-    sym = "sym" in fs
-    symoff = "symoff" in fs or (sym and fields is None)
-    if "symoff" in fs and not sym:
-        sym = True
+    sym = "sym" in fs or "symoff" in fs
+    symoff = "symoff" in fs
     n = len(p)
+    table = None
+    if want_frames:
+        table = _frame_table(p, relative=chain, ip="ip" in fs, sym=sym, symoff=symoff, dso="dso" in fs,
+                             prefix="\t" if chain else "", suffix="\n")
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
         heads = _headers(p, lo, hi, fields, chain)
         if chain:
             a, b = int(p.stack_offsets[lo]), int(p.stack_offsets[hi])
-            texts = _frame_texts(p, p.stack[a:b], relative=True, ip="ip" in fs, sym=sym, symoff=symoff,
-                                 dso="dso" in fs, prefix="\t", suffix="\n")
+            texts = table[p.stack[a:b]]
+            rel = p.stack_offsets[lo:hi] - a
             counts = np.diff(p.stack_offsets[lo:hi + 1])
             m = hi - lo
-            # layout per sample: header, its frames, a blank line
-            start = (p.stack_offsets[lo:hi] - a) + 2 * np.arange(m, dtype=np.int64)
+            # layout per sample: header line, its frames, a blank line
+            start = rel + 2 * np.arange(m, dtype=np.int64)
             pieces = np.empty(len(texts) + 2 * m, dtype=object)
-            pieces[start] = [h + "\n" for h in heads]
-            pieces[start + 1 + counts] = "\n"
-            fpos = np.repeat(start + 1 - (p.stack_offsets[lo:hi] - a), counts) + np.arange(len(texts), dtype=np.int64)
-            pieces[fpos] = texts
-            yield "".join(pieces.tolist())
-        else:
-            if want_frames:
-                texts = _frame_texts(p, p.leaf[lo:hi], relative=False, ip="ip" in fs, sym=sym, symoff=symoff,
-                                     dso="dso" in fs, prefix="", suffix="").tolist()
-            else:
-                texts = [""] * (hi - lo)
-            extra = None
+            pieces[start] = [h + b"\n" for h in heads]
+            pieces[start + 1 + counts] = b"\n"
+            pieces[np.repeat(start + 1 - rel, counts) + np.arange(len(texts), dtype=np.int64)] = texts
+            yield b"".join(pieces.tolist())
+        elif table is not None:
+            texts = table[p.leaf[lo:hi]].tolist()
             if "trace" in fs and p.raw is not None:
-                extra = [" " + p.raw[p.raw_offsets[i]:p.raw_offsets[i + 1]].tobytes().hex(" ")
+                extra = [b" " + p.raw[p.raw_offsets[i]:p.raw_offsets[i + 1]].tobytes().hex(" ").encode()
                          for i in range(lo, hi)]
-            if extra is None:
-                yield "".join([(h + t).rstrip() + "\n" for h, t in zip(heads, texts)])
+                yield b"".join([h + t[:-1] + e + b"\n" for h, t, e in zip(heads, texts, extra)])
             else:
-                yield "".join([(h + t + e).rstrip() + "\n" for h, t, e in zip(heads, texts, extra)])
+                yield b"".join([h + t for h, t in zip(heads, texts)])
+        else:
+            yield b"".join([h.rstrip() + b"\n" for h in heads])
+
+
+def iter_script(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
+                batch: int = 65536) -> Iterator[str]:
+    """Yield the ``perf script`` text of ``p`` in pieces of ``batch`` samples."""
+    for chunk in iter_script_bytes(p, fields, callchain=callchain, batch=batch):
+        yield chunk.decode("utf-8", "surrogateescape")
 
 
 def format_script(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True) -> str:
