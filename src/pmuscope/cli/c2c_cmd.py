@@ -21,8 +21,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _add_source(parser)
     parser.add_argument("--line-size", type=int, choices=(64, 128), default=64,
                         help="cache line size in bytes (default 64; 128 = perf c2c --double-cl)")
-    parser.add_argument("-d", "--display", choices=("auto", "hitm", "peer"), default="auto",
-                        help="rank lines by HITM (x86) or peer snoops (Arm); auto picks what the samples carry")
+    parser.add_argument("-d", "--display", choices=("auto", "tot", "hitm", "lcl", "rmt", "peer"),
+                        default="auto", help="rank lines by HITMs (tot/hitm, lcl, rmt: x86) or peer snoops (peer: Arm); "
+                        "auto picks what the samples carry")
     parser.add_argument("--top", type=int, default=20, help="cache lines to show (default 20)")
     parser.add_argument("--offsets", type=int, default=16, help="offsets per line (default 16)")
     parser.add_argument("--json", action="store_true", help="JSON output")

@@ -120,8 +120,9 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
                 max_offsets: int = 16, symbols=None) -> C2CResult:
     """Rank the cache lines with contention (see the module docstring).
 
-    ``mode``: "hitm" (perf c2c ``-d tot``), "peer" (``-d peer``) or "auto"
-    (peer when the samples carry peer snoops but no HITM, as SPE data does).
+    ``mode``: "hitm"/"tot" (perf c2c ``-d tot``), "lcl" or "rmt" (local or
+    remote HITMs only), "peer" (``-d peer``) or "auto" (peer when the samples
+    carry peer snoops but no HITM, as SPE data does).
     ``symbols``: an array of symbol names per sample (else hex ips)."""
     if line_size not in (64, 128):
         from ..errors import PmuscopeError
@@ -132,11 +133,14 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
     totals = {k: int(np.asarray(v).sum()) for k, v in st.items()}
     if mode == "auto":
         mode = "peer" if totals["tot_peer"] and not totals["tot_hitm"] else "hitm"
-    if mode not in ("hitm", "peer"):
+    metric_name = {"hitm": "tot_hitm", "tot": "tot_hitm", "lcl": "lcl_hitm", "rmt": "rmt_hitm",
+                   "peer": "tot_peer"}.get(mode)
+    if metric_name is None:
         from ..errors import PmuscopeError
 
-        raise PmuscopeError(f"c2c display mode must be hitm, peer or auto, got {mode!r}")
-    metric = st["tot_hitm"] if mode == "hitm" else st["tot_peer"]
+        raise PmuscopeError(f"c2c display mode must be auto, hitm (tot), lcl, rmt or peer, got {mode!r}")
+    mode = "peer" if mode == "peer" else "hitm"
+    metric = np.asarray(st[metric_name]).astype(np.int64)
     valid = (st["load"] | st["store"]) & (ms.addr != 0)
     idx = np.flatnonzero(valid)
     mask = np.uint64(~(line_size - 1) & 0xFFFFFFFFFFFFFFFF)
@@ -215,7 +219,7 @@ def format_c2c(res: C2CResult) -> str:
     for name, key in (("Total records", None), ("Locked Load/Store Operations", "locks"), ("Load Operations", "load"),
                       ("Loads - uncacheable", "ld_uncache"), ("Loads - IO", "ld_io"), ("Loads - Miss", "ld_miss"),
                       ("Loads - no mapping", "ld_noadrs"), ("Load Fill Buffer Hit", "ld_fbhit"),
-                      ("Load L1D hit", "ld_l1hit"), ("Load L2D hit", "ld_l2hit"), ("Load LLC hit", "ld_llchit"),
+                      ("Load L1D hit", "ld_l1hit"), ("Load L2D hit", "ld_l2hit"), ("Load LLC hit", "llc_total"),
                       ("Load Local HITM", "lcl_hitm"), ("Load Remote HITM", "rmt_hitm"),
                       ("Load Remote HIT", "rmt_hit"), ("Load Local Peer", "lcl_peer"), ("Load Remote Peer", "rmt_peer"),
                       ("Load Local DRAM", "lcl_dram"), ("Load Remote DRAM", "rmt_dram"),
@@ -223,7 +227,10 @@ def format_c2c(res: C2CResult) -> str:
                       ("Store - no mapping", "st_noadrs"), ("Store L1D Hit", "st_l1hit"),
                       ("Store L1D Miss", "st_l1miss"), ("Store No available memory level", "st_na"),
                       ("No Page Map Rejects", None), ("Unable to parse data source", "noparse")):
-        val = res.samples if name == "Total records" else (t.get(key, 0) if key else 0)
+        if key == "llc_total":  # perf prints LLC hits including local HITMs
+            val = t.get("ld_llchit", 0) + t.get("lcl_hitm", 0)
+        else:
+            val = res.samples if name == "Total records" else (t.get(key, 0) if key else 0)
         out.append(f"  {name:<40}: {val:10d}")
     out += ["", "=================================================",
             f"           Shared Data Cache Line Table   ({res.mode}, {res.line_size}-byte lines)",
