@@ -171,3 +171,76 @@ def test_aux_to_auxtrace_skips_bytes_it_does_not_have():
     size, offset = struct.unpack_from("<QQ", rec, 8)
     assert (size, offset) == (8, 100) and rec[48:56] == data[:8]
     assert len(rec) == 48 + 8  # the second one runs past the data: left out
+
+
+class _FakeFd:
+    """Stands in for PerfEventFd: records enable/disable, hands out ids."""
+
+    opened: list = []
+
+    def __init__(self, attr, pid=0, cpu=-1, group=None, flags=0, *, event=None):
+        self.attr, self.pid, self.cpu, self.event = attr, pid, cpu, event
+        self.enabled = False
+        self.closed = False
+        _FakeFd.opened.append(self)
+
+    def enable(self):
+        self.enabled = True
+
+    def disable(self):
+        self.enabled = False
+
+    def id(self):
+        return 100 + self.cpu
+
+    def close(self):
+        self.closed = True
+
+
+class _FakeRing:
+    """A RingBuffer over memory whose AUX area the test fills like the kernel would."""
+
+    def __new__(cls, fd, pages=16, aux_pages=0, **kw):
+        ring, mem, aux, ctl = _fake_ring()
+        ring.fd = fd
+        ring._test = (mem, aux, ctl)
+        return ring
+
+
+def test_recorder_end_to_end_without_a_kernel(monkeypatch, tmp_path, arm_root):
+    import pmuscope.kernel.ring as ring_mod
+    import pmuscope.kernel.syscall as sys_mod
+    from pmuscope.spe.record import SpeRecorder
+
+    _FakeFd.opened = []
+    monkeypatch.setattr(sys_mod, "PerfEventFd", _FakeFd)
+    monkeypatch.setattr(ring_mod, "RingBuffer", _FakeRing)
+    rec = SpeRecorder(SpeConfig.for_mem("ldst", 20), cpus=[0, 1], sysfs_root=arm_root, synthesize_existing=False)
+    assert [fd.cpu for fd in _FakeFd.opened] == [0, 1]
+    assert all(fd.attr.type == 10 and fd.attr.mmap_data == 1 for fd in _FakeFd.opened)
+    assert rec.event == "arm_spe_0/ts_enable=1,pa_enable=1,load_filter=1,store_filter=1,min_latency=20/"
+    rec.enable()
+    assert all(fd.enabled for fd in _FakeFd.opened)
+    for i, ring in enumerate(rec.rings):
+        mem, aux, ctl = ring._test
+        spe = b"".join(_load_record(0x400000 + 0x100 * i + 4 * k, 0x10000 + 64 * i + 8 * k, 0x9, 50, k)
+                       for k in range(2))
+        _publish(ring, mem, aux, ctl, spe, _aux_record(0, len(spe), cpu=i), 0, 0)
+    assert rec.drain() > 0
+    rec.disable()
+    path = tmp_path / "rec.data"
+    rec.write(str(path))
+    rec.close()
+    assert all(fd.closed for fd in _FakeFd.opened)
+    recs = decode_perf_data(str(path))
+    assert sorted(recs.cpu.tolist()) == [0, 0, 1, 1] and len(recs) == 4
+    from pmuscope.memory.samples import load_mem_samples
+
+    ms = load_mem_samples(path)
+    assert len(ms) == 4 and all(D_text.endswith("hit") for D_text in _lvl_texts(ms))
+
+
+def _lvl_texts(ms):
+    from pmuscope.memory import datasrc as D
+
+    return [D.lvl_text(int(v)) for v in ms.data_src]

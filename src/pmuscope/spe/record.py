@@ -195,8 +195,21 @@ def aux_to_auxtrace(aux_records: Iterable[tuple[int, int, int]], aux_data: bytes
     return bytes(out)
 
 
+def _existing_processes(sample_type: int, procfs_root: str, pid: int) -> bytes:
+    """COMM/FORK/MMAP2 (data mappings too) for processes that already run, as
+    perf record synthesizes them."""
+    from ..sampling.synthesize import all_pids, synthesize
+
+    pids = [pid] if pid != -1 else all_pids(procfs_root)
+    return b"".join(synthesize(pids, sample_type, procfs_root=procfs_root, kernel=True, data_mmaps=True))
+
+
 class SpeRecorder:
     """Record SPE on every CPU the PMU covers (or ``cpus``), system-wide or for ``pid``.
+
+    Existing processes' COMM/MMAP2 records (data mappings included) are
+    synthesized first (``synthesize_existing``), new ones arrive as side band
+    on the SPE events (``attr.mmap2``/``mmap_data``/``comm``/``task``).
 
     >>> with SpeRecorder(SpeConfig.for_mem("ldst")) as rec:   # doctest: +SKIP
     ...     rec.enable(); time.sleep(1); rec.disable()
@@ -204,19 +217,27 @@ class SpeRecorder:
     """
 
     def __init__(self, config: SpeConfig | None = None, *, pid: int = -1, cpus: Iterable[int] | None = None,
-                 pages: int = 16, aux_pages: int = 128, sysfs_root: str = "/sys", pmu_name: str | None = None) -> None:
+                 pages: int = 16, aux_pages: int = 128, sysfs_root: str = "/sys", pmu_name: str | None = None,
+                 procfs_root: str = "/proc", synthesize_existing: bool = True) -> None:
         from ..kernel.ring import RingBuffer
         from ..kernel.syscall import PerfEventFd
 
         self.config = config or SpeConfig()
         self.pmu = find_spe_pmu(sysfs_root, pmu_name)
         self.attr = spe_attr(self.config, self.pmu)
+        # side band (COMM/MMAP2 incl. data mappings, FORK/EXIT) rides on the SPE events
+        # themselves, so data addresses can be named (heap, stack, DSO) afterwards
+        a = self.attr
+        a.mmap = a.mmap2 = a.mmap_data = a.comm = a.comm_exec = a.task = 1
         cpu_list = list(cpus) if cpus is not None else (self.pmu.cpus or list(range(os.cpu_count() or 1)))
         self.midr = read_midrs(sysfs_root, cpu_list)
         self.event = spe_event_string(self.config, self.pmu.name)
         self.fds: list = []
         self.rings: list = []
         self._records = bytearray()
+        self.procfs_root = procfs_root
+        if synthesize_existing:
+            self._records += _existing_processes(self.attr.sample_type, procfs_root, pid)
         try:
             for cpu in cpu_list:
                 fd = PerfEventFd(self.attr.copy() if hasattr(self.attr, "copy") else self.attr, pid=pid, cpu=cpu,
