@@ -44,11 +44,13 @@ _LAZY: dict[str, str] = {
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
     # SPE
     "decode_records": ".spe", "SpeRecords": ".spe",
+    # memory sampling (perf mem / perf c2c)
+    "MemSamples": ".memory", "load_mem_samples": ".memory", "mem_report": ".memory", "c2c_analyze": ".memory",
     # beyond one machine: Prometheus exporter, profile exports
     "open_exporter": ".serve", "ExportProfile": ".export", "PyroscopePusher": ".export",
 }
 #: submodules reachable as attributes (``pmuscope.regions.table()``)
-_SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "kernel": ".kernel", "events": ".events",
+_SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "memory": ".memory", "kernel": ".kernel", "events": ".events",
                "serve": ".serve", "export": ".export"}
 
 
