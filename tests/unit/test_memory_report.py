@@ -156,3 +156,40 @@ def test_symbols_and_data_objects_of_a_real_library(tmp_path):
     assert sym["samples"] == 3 and sym["symbol"].endswith("getpid") and sym["symbol"].startswith("[.] ")
     assert sym["dso"].endswith(os.path.basename(maps[0]["filename"]))
     assert rep["by_data_object"][0]["data_object"].startswith("libc.so")
+
+
+def test_proc_maps_name_data_of_a_live_process(tmp_path):
+    """A recording without MMAP2 records: --proc-maps names data addresses of
+    a running pid from /proc/PID/maps (here: this process's heap/anon memory)."""
+    import ctypes
+
+    buf = ctypes.create_string_buffer(1 << 20)  # malloc'd: [heap] or an anonymous mmap
+    addr = ctypes.addressof(buf)
+    pid = os.getpid()
+    path = tmp_path / "noproc.data"
+    l1 = D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1)
+    write_mem_perf_data(path, [dict(ip=0x400000, pid=pid, tid=pid, time=1, addr=addr + 64, data_src=l1, weight=3)],
+                        comms=[dict(pid=pid, comm="py")])
+    assert list(load_mem_samples(path).dobj_name_array()) == ["[unknown]"]
+    named = load_mem_samples(path, procfs=True).dobj_name_array()[0]
+    assert named in ("[heap]", "anon")
+    d = load_mem_samples(path).to_dict(text=True)
+    assert d["op"].tolist() == ["load"] and d["mem_access"].tolist() == ["L1 hit"]
+    assert d["mem_lvl_num"].tolist() == [D.LVLNUM_L1]
+    del buf
+
+
+def test_c2c_cli_raw_spe(tmp_path, capsys):
+    from pmuscope.spe.packets import ADDRESS, COUNTER, DATA_SOURCE, EVENTS, OP_TYPE, TIMESTAMP, encode_packet
+
+    rec = b"".join(encode_packet(ADDRESS, 0, 0x400000 + 4 * i) + encode_packet(OP_TYPE, 1, i % 2)
+                   + encode_packet(EVENTS, 0, 0x16) + encode_packet(COUNTER, 0, 60)
+                   + encode_packet(ADDRESS, 2, 0x7F0000001000 + 8 * (i % 4))
+                   + encode_packet(DATA_SOURCE, 0, 0xA, payload_len=2) + encode_packet(TIMESTAMP, 0, i)
+                   for i in range(20))
+    raw = tmp_path / "spe.data"
+    raw.write_bytes(rec)
+    assert main(["c2c", "--raw", str(raw), "--midr", "0x410fd0c0", "--json", "--line-size", "128"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "peer" and out["shared_lines"][0]["address"] == 0x7F0000001000
+    assert out["shared_lines"][0]["peer"] == 10 and out["shared_lines"][0]["lcl_peer"] == 10

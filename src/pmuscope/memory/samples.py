@@ -139,6 +139,7 @@ class MemSamples:
         """The columns (plus the decoded ``mem_*`` fields, and the perf text of
         the data source and the data object name with ``text``)."""
         out = {name: getattr(self, name) for name, _ in _COLS}
+        out["op"] = np.where(self.is_load, "load", np.where(self.is_store, "store", "other")).astype(object)
         if decoded:
             out.update(self.fields.to_dict())
         if text:
