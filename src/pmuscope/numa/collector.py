@@ -78,7 +78,11 @@ class SwitchCollector:
         self._thread: threading.Thread | None = None
         self._attrs = None
         self.attributor: SwitchAttributor | None = None
+        #: per CPU, the share of the last interval the group was on the PMU
+        #: (time_running/time_enabled deltas); < 1 when counters are multiplexed
+        #: or held by another perf user, 0 when the group never got them
         self.multiplexed: dict[int, float] = {}
+        self._times: dict[int, tuple[int, int]] = {}
         self.lost = 0
 
     @property
@@ -278,9 +282,25 @@ class SwitchCollector:
                         running = (cand[-1][1], cand[-1][2])
                 self.attributor.boundary(cpu, n_read, [t_read] + vals[1:], running)
                 self._left[cpu] = after_parts
-                self.multiplexed[cpu] = 1.0 if te == 0 else tr / te
+                lte, ltr = self._times.get(cpu, (0, 0))
+                self._times[cpu] = (te, tr)
+                dte, dtr = te - lte, tr - ltr
+                self.multiplexed[cpu] = 1.0 if dte <= 0 else dtr / dte
         self.lost = sum(g[2].lost for g in self._groups.values())
-        return self.attributor.take()
+        att = self.attributor.take()
+        if self.members and att.pid.size:
+            # like numatop: counts of a group that was on the PMU part of the time are
+            # scaled by enabled/running (per CPU; the time column is not a counter)
+            for cpu, frac in self.multiplexed.items():
+                if 0 < frac < 1:
+                    att.values[att.cpu == cpu, 1:] /= frac
+        return att
+
+    @property
+    def never_scheduled(self) -> bool:
+        """True when hardware members exist and no CPU's group got the PMU in
+        the last interval (another perf user holds every counter)."""
+        return bool(self.members) and bool(self.multiplexed) and all(f == 0 for f in self.multiplexed.values())
 
 
 # -- uncore bandwidth --------------------------------------------------------------

@@ -158,7 +158,8 @@ def derived_unavailable(base: dict[str, str]) -> dict[str, str]:
     for col, needs in (("rma_lma", ("rma", "lma")), ("cpi", ("clk", "ir")), ("rpi", ("rma", "ir")), ("lpi", ("lma", "ir"))):
         missing = [n for n in needs if n in base]
         if missing:
-            out[col] = f"needs {' and '.join(missing)}: " + "; ".join(base[n] for n in missing)
+            reasons = list(dict.fromkeys(base[n] for n in missing))
+            out[col] = f"needs {' and '.join(missing)}: " + "; ".join(reasons)
     return out
 
 
@@ -399,8 +400,33 @@ class NumaSampler:
         else:
             self.unavailable["imc_mb"] = self.unavailable["upi_mb"] = "hardware events disabled"
         if self.collector is not None:
+            time.sleep(0.005)
             self.collector.collect()  # align the first interval with the procfs read below
+            self._degrade_if_unscheduled()
         self._state = read_proc_state(root, threads=threads)
+
+    def _degrade_if_unscheduled(self) -> bool:
+        """When the hardware counters are all taken (the group never ran), the
+        software side-band would stop with them: reopen it without hardware
+        members and name the reason for the PMU columns."""
+        from .collector import SwitchCollector
+
+        if self.collector is None or not self.collector.never_scheduled:
+            return False
+        names = ", ".join(ref.name for _, ref in self.collector.members)
+        reason = (f"no hardware counter was free for the group ({names}): it was never scheduled "
+                  f"(time_running 0; another perf user or the NMI watchdog holds them)")
+        self.collector.close()
+        for m in ("clk", "ir", "rma", "lma"):
+            self.unavailable[m] = reason
+        self._signs = {}
+        try:
+            self.collector = SwitchCollector(self.platform, self.nodeset.cpus, hardware=False).open().start()
+            self.collector.collect()
+        except PmuscopeError as err:
+            self.collector = None
+            self.unavailable["cpu_pct_by_node"] = f"CPU-wide context-switch events do not open: {str(err).splitlines()[0]}"
+        return True
 
     def refresh(self, *, memory_pids: Iterable[int] | None = None) -> Snapshot:
         """The interval since the previous refresh (or since construction)."""
@@ -408,6 +434,8 @@ class NumaSampler:
         if change and self.collector is not None:
             self.collector.sync_cpus(self.nodeset.cpus)
         attribution = self.collector.collect() if self.collector is not None else None
+        if self._degrade_if_unscheduled():
+            attribution = None  # this interval's side-band stopped with the counters
         uncore = self.uncore.read() if self.uncore is not None else None
         state = read_proc_state(self.root, threads=self.threads)
         memory = None
