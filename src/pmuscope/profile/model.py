@@ -48,6 +48,40 @@ _STATE_RECORDS = (R.MMAP, R.MMAP2, R.COMM, R.FORK, R.KSYMBOL)  # cache key of ke
 LEVEL_CHAR = {0: "?", 1: "k", 2: ".", 3: "H", 4: "g", 5: "u"}
 
 
+def uniq(a: np.ndarray) -> np.ndarray:
+    """Sorted unique values (sort based: numpy's hash-based ``np.unique`` is
+    several times slower on large integer arrays)."""
+    a = np.asarray(a)
+    if len(a) == 0:
+        return a.copy()
+    s = np.sort(a)
+    flag = np.empty(len(s), dtype=bool)
+    flag[0] = True
+    np.not_equal(s[1:], s[:-1], out=flag[1:])
+    return s[flag]
+
+
+def uniq_inv(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(unique values, index of each element in them)``."""
+    u = uniq(a)
+    return u, np.searchsorted(u, a).astype(np.int64, copy=False)
+
+
+def uniq_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(unique values, index of the first occurrence of each, inverse)``."""
+    a = np.asarray(a)
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    flag = np.empty(len(s), dtype=bool)
+    if len(s):
+        flag[0] = True
+        np.not_equal(s[1:], s[:-1], out=flag[1:])
+    ids = np.cumsum(flag) - 1
+    inv = np.empty(len(a), dtype=np.int64)
+    inv[order] = ids
+    return s[flag], order[flag], inv
+
+
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
     if not parts:
         return np.zeros(0, dtype=dtype)
@@ -176,7 +210,7 @@ class Profile:
 
     def frame_names(self, frames: np.ndarray) -> list[str]:
         """Symbol of each frame id (``[unknown]`` when unresolved)."""
-        u, inv = np.unique(frames, return_inverse=True)
+        u, inv = uniq_inv(frames)
         names = [self.sym_name(s) for s in self.frame_sym[u]]
         return [names[i] for i in inv.reshape(-1)]
 
@@ -449,7 +483,7 @@ class ProfileBuilder:
         pids = pend.cols["pid"]
         order = np.argsort(pids, kind="stable")  # by pid, time order kept within a pid
         spid = pids[order]
-        upid, first = np.unique(spid, return_index=True)
+        upid, first, _ = uniq_first(spid)
         bounds = {int(p): [int(s), int(e)] for p, s, e in
                   zip(upid.tolist(), first.tolist(), np.append(first[1:], len(spid)).tolist())}
         stimes = times[order]
@@ -522,7 +556,7 @@ class ProfileBuilder:
         return self._comms_from(tids, self._comm_of)
 
     def _comms_from(self, tids: np.ndarray, state: dict[int, int]) -> np.ndarray:
-        ut, tinv = np.unique(tids, return_inverse=True)
+        ut, tinv = uniq_inv(tids)
         cid = np.empty(len(ut), dtype=np.int32)
         for i, t in enumerate(ut.tolist()):
             v = state.get(t)
@@ -548,7 +582,7 @@ class ProfileBuilder:
         st, stime = tids[hit], times[hit]
         tmin = min(int(stime.min()), int(ctime.min()))
         span = max(int(stime.max()), int(ctime.max())) - tmin + 2
-        allt, rank = np.unique(np.concatenate((ctid, st)), return_inverse=True)
+        allt, rank = uniq_inv(np.concatenate((ctid, st)))
         rank = rank.reshape(-1)
         if len(allt) * span >= (1 << 62):  # keys would overflow: walk the changes in order
             res = out[hit]
@@ -620,7 +654,7 @@ class ProfileBuilder:
         if cached_user.any():
             rep_pid = pids.copy()
             up = pids[cached_user]
-            u, inv = np.unique(up, return_inverse=True)
+            u, inv = uniq_inv(up)
             inv = inv.reshape(-1)
             sid_list = [self._sid(int(p)) for p in u.tolist()]
             sids = np.array(sid_list, dtype=np.uint64)
@@ -633,7 +667,7 @@ class ProfileBuilder:
                 continue
             rows = np.flatnonzero(sel)
             k = keys[rows] if which == "u" else ips[rows]
-            uk, kinv = np.unique(k, return_inverse=True)
+            uk, kinv = uniq_inv(k)
             kinv = kinv.reshape(-1)
             ckeys, cfids = {"u": self._ucache, "k": self._kcache, "w": self._wcache}[which]
             if len(ckeys):
@@ -651,15 +685,15 @@ class ProfileBuilder:
                 r = rep[miss]
                 new = self._new_frames(rep_pid[r], ips[r], kernel[r])
                 ufid[miss] = new
-                nk = np.concatenate((ckeys, uk[miss]))
-                nf = np.concatenate((cfids, new))
-                o = np.argsort(nk, kind="stable")
+                # both sorted: insert instead of sorting the whole cache again
+                at = np.searchsorted(ckeys, uk[miss])
+                merged = (np.insert(ckeys, at, uk[miss]), np.insert(cfids, at, new))
                 if which == "u":
-                    self._ucache = (nk[o], nf[o])
+                    self._ucache = merged
                 elif which == "k":
-                    self._kcache = (nk[o], nf[o])
+                    self._kcache = merged
                 else:
-                    self._wcache = (nk[o], nf[o])
+                    self._wcache = merged
             out[rows] = ufid[kinv]
         if odd.any():
             rows = np.flatnonzero(odd)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PmuscopeError
-from .model import Profile
+from .model import Profile, uniq, uniq_first, uniq_inv
 
 SORT_KEYS = ("comm", "pid", "tid", "dso", "sym", "cpu")
 DEFAULT_SORT = ("comm", "dso", "sym")
@@ -95,7 +95,7 @@ def _frame_sym_keys(p: Profile) -> np.ndarray:
     known = p.frame_sym >= 0
     key = np.empty(nf, dtype=np.int64)
     ks = p.frame_sym[known]
-    uk, kinv = np.unique(ks, return_inverse=True)
+    uk, kinv = uniq_inv(ks)
     key[known] = kinv.reshape(-1)
     unk = ~known
     if unk.any():
@@ -114,7 +114,7 @@ def _combine(cols: list[np.ndarray], size: int) -> tuple[np.ndarray, int, np.nda
     for c in cols:
         u, inv = _dense(c)
         combined = combined * len(u) + inv
-    _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    _, first, inv = uniq_first(combined)
     return inv.reshape(-1).astype(np.int64), len(first), first
 
 
@@ -144,7 +144,7 @@ def _frame_keys(p: Profile, sort) -> tuple[np.ndarray, int, np.ndarray]:
 
 
 def _dense(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    u, inv = np.unique(col, return_inverse=True)
+    u, inv = uniq_inv(col)
     return u, inv.reshape(-1).astype(np.int64)
 
 
@@ -160,7 +160,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first)."""
     n = len(p)
     total = float(p.period.sum(dtype=np.float64)) if n else 0.0
-    ev = event if event is not None else ",".join(p.event_names[i] for i in sorted(set(np.unique(p.event).tolist()))) \
+    ev = event if event is not None else ",".join(p.event_names[i] for i in uniq(p.event).tolist()) \
         if n else ",".join(p.event_names)
     rep = Report(ev, n, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
     if n == 0:
@@ -195,8 +195,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         self_k = remap[leaf_key]
         ch_k = remap[ch_key] if use_children else None
     else:
-        ukey, inv = np.unique(np.concatenate((leaf_key, ch_key)) if use_children else leaf_key,
-                              return_inverse=True)
+        ukey, inv = uniq_inv(np.concatenate((leaf_key, ch_key)) if use_children else leaf_key)
         inv = inv.reshape(-1)
         self_k = inv[:n]
         ch_k = inv[n:] if use_children else None
@@ -305,7 +304,7 @@ def report_json(reports: list[Report]) -> str:
 
 def reports_by_event(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, **kw) -> list[Report]:
     """One report per event present (perf prints a section per event)."""
-    events = sorted(set(np.unique(p.event).tolist())) if len(p) else list(range(len(p.event_names)))[:1]
+    events = uniq(p.event).tolist() if len(p) else list(range(len(p.event_names)))[:1]
     if len(events) <= 1:
         return [build_report(p, sort, event=p.event_names[events[0]] if events else None, **kw)]
     return [build_report(p.filter(events=[e]), sort, event=p.event_names[e], **kw) for e in events]

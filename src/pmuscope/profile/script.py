@@ -135,10 +135,18 @@ def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> np.ndarray:
     comm = p.comm[lo:hi].astype(np.int64)
     pid, tid = p.pid[lo:hi], p.tid[lo:hi]
     cpu = p.cpu[lo:hi].astype(np.int64)
-    key = np.stack([comm, pid, tid, cpu], axis=1)
-    u, inv = np.unique(key, axis=0, return_inverse=True)
+    order = np.lexsort((cpu, tid, pid, comm))
+    cols = (comm[order], pid[order], tid[order], cpu[order])
+    flag = np.zeros(len(order), dtype=bool)
+    if len(order):
+        flag[0] = True
+        for c in cols:
+            flag[1:] |= c[1:] != c[:-1]
+    inv = np.empty(len(order), dtype=np.int64)
+    inv[order] = np.cumsum(flag) - 1
+    u = zip(*(c[flag].tolist() for c in cols))
     out = []
-    for c, pi, ti, cp in u.tolist():
+    for c, pi, ti, cp in u:
         t = ""
         if "comm" in fs:
             name = p.comms[c]
