@@ -157,13 +157,15 @@ class SwitchAttributor:
         self.gaps += int(gap.sum())
         pid = np.where(gap, -1, pid)
         tid = np.where(gap, -1, tid)
-        keys = np.stack([pid, tid], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
-        sums = np.zeros((uniq.shape[0], self.width))
-        np.add.at(sums, inv, delta)
-        for (p, t), row in zip(uniq.tolist(), sums):
-            self._charge(p, t, cpu, row)
+        # one int64 key per (pid, tid); sums per key with bincount (column by column)
+        keys = (pid << 32) | (tid & 0xFFFFFFFF)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        sums = np.empty((uniq.size, self.width))
+        for c in range(self.width):
+            sums[:, c] = np.bincount(inv, weights=delta[:, c], minlength=uniq.size)
+        for key, row in zip(uniq.tolist(), sums):
+            t = key & 0xFFFFFFFF
+            self._charge(key >> 32, t - (1 << 32) if t >= 1 << 31 else t, cpu, row)
         st.n = int(n[-1])
         st.last = values[-1].copy()
 

@@ -12,7 +12,6 @@ thread's on-CPU time per CPU and node.
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import time

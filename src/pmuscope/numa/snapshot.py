@@ -195,7 +195,6 @@ def build_snapshot(
         raise PmuscopeError(f"the second procfs state is not later than the first ({interval_ns} ns apart)")
     interval_s = interval_ns / 1e9
     node_of_cpu = {c: n.id for n in nodes for c in n.cpus}
-    ncpus_of = {n.id: len(n.cpus) for n in nodes}
 
     # -- attribution sums
     cols = attribution.columns if attribution is not None else ("time_ns",)
