@@ -3,9 +3,9 @@ perf.data files, written by Linux ``perf record`` in this run.
 
 Files:
 
-* ``shallow``: ``perf record -F 10000 -g`` on a CPU-bound Python loop of
+* ``shallow``: ``perf record -e cpu-clock -F 10000 -g`` on a CPU-bound Python loop of
   ``--seconds`` (default 15 s: ~110-150k samples, shallow user stacks);
-* ``deep``: ``perf record -F 10000 -g -a`` on ``perf bench sched messaging``
+* ``deep``: ``perf record -e cpu-clock -F 10000 -g -a`` on ``perf bench sched messaging``
   (deep kernel + user stacks, every CPU; ``--loops`` sets its size).
 
 For each file: wall time of ``perf script`` and ``pmuscope script`` (both to
@@ -66,13 +66,13 @@ def main() -> int:
     tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-report-")
     os.makedirs(tmp, exist_ok=True)
     files = {
-        "shallow": [perf, "record", "-q", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
+        "shallow": [perf, "record", "-q", "-e", "cpu-clock", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
                     sys.executable, "-c", LOOP.format(s=args.seconds)],
-        "deep": [perf, "record", "-q", "-F", "10000", "-g", "-a", "-o", os.path.join(tmp, "deep.data"), "--",
+        "deep": [perf, "record", "-q", "-e", "cpu-clock", "-F", "10000", "-g", "-a", "-o", os.path.join(tmp, "deep.data"), "--",
                  perf, "bench", "sched", "messaging", "-l", str(args.loops)],
     }
     pm = [sys.executable, "-m", "pmuscope"]
-    print(f"{'file':8} {'samples':>8} {'frames/s':>9} | {'perf script':>11} {'ours':>7} {'speedup':>7} | "
+    print(f"{'file':8} {'samples':>8} {'ours/s':>9} | {'perf script':>11} {'ours':>7} {'speedup':>7} | "
           f"{'perf report':>11} {'ours':>7} {'ratio':>6}")
     rows = []
     for name, rec in files.items():
