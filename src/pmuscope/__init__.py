@@ -40,6 +40,7 @@ _LAZY: dict[str, str] = {
     # sampling side
     "Symbolizer": ".symbols", "PerfDataFile": ".perfdata", "PerfDataWriter": ".perfdata",
     "record": ".sampling", "Recorder": ".sampling", "RecordResult": ".sampling",
+    "load_profile": ".profile", "Profile": ".profile", "build_report": ".profile",
     # microscopy
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
     # SPE
