@@ -296,3 +296,20 @@ def test_duration_ends_a_longer_command(tmp_path):
     assert time.monotonic() - t0 < 10
     assert proc.returncode == 128 + signal.SIGTERM  # the command was still running: SIGTERM, like perf
     assert PerfDataFile(str(tmp_path / "d.data")).attrs
+
+
+def test_dwarf_call_graph_unwound_by_perf(tmp_path, perf_bin):
+    out, proc = record(tmp_path, "-e", "cpu-clock", "-F", "1000", "--call-graph", "dwarf", "--", *BUSY, "0.3")
+    f = PerfDataFile(str(out))
+    n = f.sample_counts()[0]
+    assert n > 100 and perf_sample_count(perf_bin, out) == n
+    stacks = 0
+    for item in f.records():
+        if isinstance(item, SampleBatch):
+            sizes = np.diff(item.stack_user_offsets)
+            stacks += int((sizes > 0).sum())
+            assert item.regs_user is not None
+    assert stacks > n // 2  # user stack copies on the user-mode samples
+    report = perf(perf_bin, "report", "--stdio", "--no-children", "-i", str(out))
+    # perf unwinds the copied stacks down to the interpreter's entry point
+    assert "Py_RunMain" in report or "Py_BytesMain" in report or "pymain_run_python" in report, report[:3000]

@@ -134,7 +134,7 @@ def test_tracing_data_layout(tmp_path):
 
 
 # --- attrs against perf record -vv --------------------------------------------------------------
-FIELDS = COMPARED + ("sample_type", "sample_id_all") + TRACKING_BITS
+FIELDS = COMPARED + ("sample_type", "sample_id_all", "sample_regs_user", "sample_stack_user", "mmap_data") + TRACKING_BITS
 
 GOLDEN = [
     # (capture, Recorder kwargs, compare tracking bits)
@@ -146,6 +146,8 @@ GOLDEN = [
     ("perf-record-vv-a-cpu-clock-sched_switch.txt", dict(events="cpu-clock,sched:sched_switch", system_wide=True), False),
     ("perf-record-vv-t-cpu-clock.txt", dict(events="cpu-clock", tid=os.getpid()), True),
     ("perf-record-vv-p-cpu-clock.txt", dict(events="cpu-clock", pid=os.getpid()), True),
+    ("perf-record-vv-cpu-clock-dwarf.txt", dict(events="cpu-clock", callgraph="dwarf", cmd=["true"]), True),
+    ("perf-record-vv-cpu-clock-dwarf4096.txt", dict(events="cpu-clock", callgraph="dwarf,4096", cmd=["true"]), True),
 ]
 
 
@@ -401,8 +403,8 @@ def test_cli_bad_input_is_one_line(capsys):
     assert main(["record", "-F", "0", "--", "true"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "-F 0" in err[0]
-    assert main(["record", "--call-graph", "dwarf", "--", "true"]) != 0
-    assert "only frame-pointer" in capsys.readouterr().err
+    assert main(["record", "--call-graph", "lbr", "-o", "/nonexistent/x.data", "--", "true"]) != 0
+    assert "lbr is not supported" in capsys.readouterr().err
     assert main(["record", "-p", "1", "--", "true"]) != 0
     assert "not several" in capsys.readouterr().err
     assert main(["record", "-e", "no-such-event", "-a"]) != 0
@@ -528,3 +530,12 @@ def test_user_only_fallback_at_paranoid_2(fakes, monkeypatch, tmp_path):
     assert all(fd.attr.exclude_kernel for fd in rec.fds[0]) and len(rec.fds[0]) == len(rec.cpus)
     assert any("user space only" in n for n in rec.notes)
     rec._teardown()
+
+
+def test_call_graph_modes():
+    assert Recorder("cpu-clock/call-graph=dwarf/", cmd=["true"], output=None).attrs[0].sample_stack_user == 8192
+    assert not Recorder("cpu-clock", callgraph="no", cmd=["true"], output=None).attrs[0].sample_type & S.CALLCHAIN
+    with pytest.raises(errors.PmuscopeError, match="lbr is not supported"):
+        Recorder("cpu-clock", callgraph="lbr", cmd=["true"], output=None)
+    with pytest.raises(errors.PmuscopeError, match="multiple of 8"):
+        Recorder("cpu-clock", callgraph="dwarf,100", cmd=["true"], output=None)

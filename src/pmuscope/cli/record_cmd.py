@@ -24,7 +24,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                       "kernel.perf_event_max_sample_rate)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("-g", dest="callgraph", action="store_true", help="record frame-pointer call chains")
-    p.add_argument("--call-graph", metavar="fp", help="call-chain mode (only fp is supported)")
+    p.add_argument("--call-graph", metavar="MODE", help="call-chain mode: fp (like -g) or dwarf[,SIZE] (user stack "
+                   "copies for perf report to unwind)")
     p.add_argument("-p", "--pid", metavar="PID[,PID]", help="attach to processes (all their threads)")
     p.add_argument("-t", "--tid", metavar="TID[,TID]", help="attach to threads (no inheritance, like perf)")
     p.add_argument("-a", "--all-cpus", action="store_true", help="system-wide: every CPU")
@@ -55,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if sum(map(bool, (command, args.pid, args.tid))) > 1:
         raise errors.PmuscopeError("give a command, -p PID or -t TID, not several")
-    if args.call_graph and args.call_graph.split(",")[0] != "fp":
-        raise errors.PmuscopeError(f"--call-graph {args.call_graph}: only frame-pointer call chains (fp) are supported")
     freq = None
     if args.freq is not None:
         if args.freq == "max":
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         events,
         freq=freq,
         period=args.count,
-        callgraph=args.callgraph or bool(args.call_graph),
+        callgraph=args.call_graph or args.callgraph,
         pid=_ints(args.pid, "PID"),
         tid=_ints(args.tid, "TID"),
         cpus=args.cpu,

@@ -150,7 +150,10 @@ class Recorder:
     Sampling at ``freq`` Hz (default 4000, lowered with a note to
     ``kernel.perf_event_max_sample_rate`` when that is lower, like perf; an
     explicit ``freq`` above it is an error), or every ``period`` events.
-    ``callgraph=True`` records frame-pointer call chains (``-g``). Target:
+    ``callgraph=True`` (or ``"fp"``) records frame-pointer call chains
+    (``-g``); ``"dwarf"`` / ``"dwarf,SIZE"`` records user registers and
+    SIZE bytes of user stack (default 8192) for ``perf report`` to unwind,
+    with perf's attrs for ``--call-graph dwarf``. Target:
     ``cmd`` (an argv to launch, enabled at exec), ``pid``/``tid`` (attach),
     ``system_wide`` or ``cpus`` (a list or perf cpu-list string); ``cmd`` may
     be combined with ``system_wide``/``cpus`` (record the machine while the
@@ -170,7 +173,7 @@ class Recorder:
         *,
         freq: int | None = None,
         period: int | None = None,
-        callgraph: bool = False,
+        callgraph: bool | str = False,
         pid: int | Sequence[int] | None = None,
         tid: int | Sequence[int] | None = None,
         cpus: str | Sequence[int] | None = None,
@@ -242,9 +245,11 @@ class Recorder:
             raise errors.PmuscopeError(f"no events in {text!r}")
         self.attrs = record_defaults(self.specs, freq=freq, period=period,
                                      enable_on_exec=self.cmd is not None and not self.cpu_wide, inherit=inherit)
-        for spec, attr in zip(self.specs, self.attrs):
-            if callgraph or (spec.call_graph or "").startswith("fp"):
-                attr.sample_type |= S.CALLCHAIN
+        default_cg = _parse_call_graph(callgraph)
+        for i, (spec, attr) in enumerate(zip(self.specs, self.attrs)):
+            mode = _parse_call_graph(spec.call_graph) if spec.call_graph else default_cg
+            if mode is not None:
+                _apply_call_graph(attr, mode, tracking=(i == 0))
             if spec.max_stack:
                 attr.sample_max_stack = spec.max_stack
             if self.cpu_wide or sample_cpu:
@@ -692,6 +697,50 @@ _HDR = struct.Struct("<IHH")
 _FINISHED_ROUND = _pd_synth.finished_round()
 
 
+#: PERF_REGS_MASK of tools/perf/arch/*/include/perf_regs.h: the user registers perf samples for DWARF unwinding
+_REGS_MASK = {"x86_64": 0xFF0FFF, "aarch64": (1 << 33) - 1, "riscv64": (1 << 32) - 1, "ppc64le": (1 << 45) - 1,
+              "s390x": (1 << 34) - 1}
+
+
+def _parse_call_graph(value) -> tuple[str, int] | None:
+    """``True``/``"fp"`` -> ("fp", 0); ``"dwarf[,SIZE]"`` -> ("dwarf", SIZE); False/None/"no" -> None."""
+    if value is None or value is False or value == "no":
+        return None
+    if value is True:
+        return ("fp", 0)
+    mode, _, size = str(value).partition(",")
+    if mode == "fp":
+        return ("fp", 0)
+    if mode == "dwarf":
+        try:
+            n = int(size, 0) if size else 8192
+        except ValueError:
+            n = -1
+        if n <= 0 or n > 65528 or n % 8:
+            raise errors.PmuscopeError(f"call-graph dwarf stack size {size!r}: expected a multiple of 8 up to 65528")
+        return ("dwarf", n)
+    raise errors.PmuscopeError(f"call-graph mode {value!r}: expected fp, dwarf[,SIZE] or no (lbr is not supported)")
+
+
+def _apply_call_graph(attr, mode: tuple[str, int], *, tracking: bool) -> None:
+    """perf's ``evsel__config_callchain`` for fp and dwarf."""
+    import platform
+
+    attr.sample_type |= S.CALLCHAIN
+    if mode[0] != "dwarf":
+        return
+    mask = _REGS_MASK.get(platform.machine())
+    if mask is None:
+        raise errors.PmuscopeError(f"--call-graph dwarf: no user register mask known for {platform.machine()}")
+    # perf also asks for ADDR and DATA_SRC, and data mmaps on the tracking event, in dwarf mode
+    attr.sample_type |= S.ADDR | S.REGS_USER | S.STACK_USER | S.DATA_SRC
+    attr.exclude_callchain_user = 1
+    attr.sample_regs_user = mask
+    attr.sample_stack_user = mode[1]
+    if tracking:
+        attr.mmap_data = 1
+
+
 def _group_desc(specs) -> list:
     """HEADER_GROUP_DESC entries for ``{...}`` groups of more than one event
     (perf's ``write_group_desc``: unnamed groups are ``{anon_group}``)."""
@@ -749,7 +798,7 @@ def record(
     *,
     freq: int | None = None,
     period: int | None = None,
-    callgraph: bool = False,
+    callgraph: bool | str = False,
     pid: int | Sequence[int] | None = None,
     tid: int | Sequence[int] | None = None,
     cpus: str | Sequence[int] | None = None,
