@@ -474,3 +474,65 @@ def test_signed_events_are_subtracted(clx):
     n0 = snap.node(0)
     assert (n0["rma"], n0["lma"], n0["rma_lma"]) == (30, 970, 30 / 970)
     assert n0["cpi"] is None and "needs clk and ir" in snap.unavailable["cpi"]
+
+
+def test_uncore_bandwidth_per_node(tmp_path, monkeypatch):
+    """Two IMCs on node 0 and one UPI link on node 1 (sysfs as on a 2-socket
+    Xeon), with fake counter reads: MB = Σ CAS × 64 / 2^20, Σ flits × 8 / 2^20,
+    scaled by enabled/running, per interval."""
+    import struct as _struct
+
+    from pmuscope.numa import collector as collector_mod
+    from pmuscope.numa.collector import UncoreCounters
+
+    base = tmp_path / "sys/bus/event_source/devices"
+    for name, typ, mask in (("uncore_imc_0", 30, "0"), ("uncore_imc_1", 31, "0"), ("uncore_upi_0", 40, "20")):
+        (base / name).mkdir(parents=True)
+        (base / name / "type").write_text(f"{typ}\n")
+        (base / name / "cpumask").write_text(f"{mask}\n")
+    reads = {30: [(0, 0, 0), (2**20, 10, 10)], 31: [(0, 0, 0), (2**20, 10, 5)], 40: [(0, 0, 0), (2**20, 10, 10)]}
+    opened = []
+
+    class FakeFd:
+        _next = 100
+
+        def __init__(self, attr, pid, cpu, event=None):
+            self.attr, self.cpu = attr, cpu
+            self.fd = FakeFd._next
+            FakeFd._next += 1
+            self.queue = list(reads[attr.type])
+            opened.append(self)
+
+        def read(self, n):
+            return _struct.pack("<QQQ", *self.queue.pop(0))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(collector_mod, "PerfEventFd", FakeFd)
+    skx = platform_for(_intel(85))
+    unc = UncoreCounters(skx, {0: 0, 20: 1}, str(tmp_path)).open()
+    assert {(f.attr.type, f.attr.config, f.cpu) for f in opened} == {(30, 0xFF04, 0), (31, 0xFF04, 0), (40, 0x0F02, 20)}
+    assert unc.read() == {"imc_mb": {0: 0.0}, "upi_mb": {1: 0.0}}
+    mb = unc.read()
+    assert mb["imc_mb"] == {0: 64.0 + 128.0}  # imc_1 ran half the time: scaled x2
+    assert mb["upi_mb"] == {1: 8.0}
+    assert not unc.unavailable
+    # a platform without uncore tables names why instead
+    zen = UncoreCounters(platform_for(CpuIdentity(arch="x86_64", vendor="AuthenticAMD", family=25, model=0x11, stepping=1)), {}, str(tmp_path)).open()
+    assert "FEATURES: IMC N" in zen.unavailable["imc_mb"]
+    # no such PMU under this root
+    none = UncoreCounters(skx, {}, str(tmp_path / "empty")).open()
+    assert "no uncore_imc_N PMU here" in none.unavailable["imc_mb"]
+
+
+def test_node_bandwidth_columns(spr):
+    nodes = read_nodes(spr)
+    before = read_proc_state(str(NUMA / "four-node-cxl" / "t0"))
+    after = read_proc_state(str(NUMA / "four-node-cxl" / "t1"))
+    snap = build_snapshot(nodes, before, after, uncore={"imc_mb": {0: 192.0, 1: 64.0}, "upi_mb": {0: 8.0, 1: 16.0}})
+    rows = {n["node"]: n for n in snap.nodes}
+    assert (rows[0]["imc_mb_s"], rows[1]["imc_mb_s"]) == (96.0, 32.0)  # over 2 s
+    assert (rows[0]["upi_mb_s"], rows[1]["upi_mb_s"]) == (4.0, 8.0)
+    assert rows[2]["imc_mb_s"] is None and "this node" in snap.unavailable["imc_mb_s[node 2]"]
+    assert "imc_mb_s" not in snap.unavailable

@@ -245,9 +245,10 @@ def build_snapshot(
         for col in ("imc_mb_s", "upi_mb_s"):
             src = col.replace("_s", "")
             val = (uncore or {}).get(src, {}).get(n.id) if src not in unavailable else None
-            row[col] = None if val is None and (uncore is None or src not in uncore) else metrics.per_second(val or 0.0, interval_s)
-            if src in unavailable:
-                row[col] = None
+            row[col] = metrics.per_second(val, interval_s)
+            if val is None and src not in unavailable and uncore is not None and src in uncore:
+                # the machine has such PMUs, but none counts for this node (a CXL/HBM node)
+                unavailable[f"{col}[node {n.id}]"] = "no uncore PMU of this kind serves this node"
         node_rows.append(row)
     for col in ("imc_mb_s", "upi_mb_s"):
         src = col.replace("_s", "")
