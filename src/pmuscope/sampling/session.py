@@ -446,7 +446,8 @@ class Recorder:
         else:
             pids = sorted({int(_synth._status(os.path.join(self.procfs_root, str(t), "status")).get("Tgid", t))
                            for t in (self.pids or self.tids)})
-        out = list(_synth.synthesize(pids, st, procfs_root=self.procfs_root))
+        out = list(_synth.synthesize(pids, st, procfs_root=self.procfs_root,
+                                     data_mmaps=bool(self.attrs[0].mmap_data)))
         if out:
             blob = b"".join(out)
             self._write(blob)
