@@ -64,7 +64,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen) -> str:
+    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -72,6 +73,13 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read() or ""
+        proc.stderr.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return err if isinstance(err, str) else err.decode(errors="replace")
 
 
 def _start_serve(events: str) -> tuple[subprocess.Popen, str]:
@@ -90,8 +98,7 @@ def _start_serve(events: str) -> tuple[subprocess.Popen, str]:
                 return proc, line.split("listening on ", 1)[1].strip()
         if proc.poll() is not None:
             break
-    _stop(proc)
-    raise AssertionError(f"pmuscope serve did not start: {buf}{proc.stderr.read() if proc.stderr else ''}")
+    raise AssertionError(f"pmuscope serve did not start: {buf}{_stop(proc)}")
 
 
 def _get(url: str, timeout: float = 5) -> bytes:
@@ -157,10 +164,11 @@ def test_prometheus_scrapes_serve(prometheus_bins, tmp_path):
             "scrape_configs:\n  - job_name: pmuscope\n    static_configs:\n"
             f"      - targets: ['{target}']\n"
         )
+        prom_log = open(tmp_path / "prometheus.log", "w")
         prom = subprocess.Popen(
             [prom_bin, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"),
+            stdout=subprocess.DEVNULL, stderr=prom_log,
         )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
@@ -216,6 +224,7 @@ def test_prometheus_scrapes_serve(prometheus_bins, tmp_path):
     finally:
         if prom is not None:
             _stop(prom)
-        _stop(serve)
+            prom_log.close()
+        serve_err = _stop(serve)
         ref.stop()
-    assert serve.returncode == 0, serve.stderr.read()
+    assert serve.returncode == 0, serve_err

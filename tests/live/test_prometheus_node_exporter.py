@@ -23,6 +23,7 @@ import pytest
 
 prom_parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client (test extra) not installed")
 
+
 #: node_exporter perf collector name (hodgesds/perf-utils profilers) -> the perf event it opens
 NODE_PERF_EVENTS = {
     "cpucycles": "cycles", "instructions": "instructions", "branch_instructions": "branches",
@@ -41,6 +42,7 @@ NODE_PERF_EVENTS = {
     "cache_bpu_read_hits": "branch-loads", "cache_bpu_read_misses": "branch-load-misses",
 }
 
+
 @pytest.fixture(scope="module")
 def node_exporter():
     path = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -48,10 +50,12 @@ def node_exporter():
         pytest.skip("node_exporter is not installed (apt-get install prometheus-node-exporter; .ci/run does)")
     return path
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
 
 def _scrape(url: str) -> dict[tuple, float]:
     with urllib.request.urlopen(url, timeout=10) as r:
@@ -59,18 +63,22 @@ def _scrape(url: str) -> dict[tuple, float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in prom_parser.text_string_to_metric_families(text) for s in fam.samples}
 
+
 def _wait_up(url: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert proc.poll() is None, _stop(proc)
         try:
-            urllib.request.urlopen(url, timeout=2).read()
+            with urllib.request.urlopen(url, timeout=2) as r:
+                r.read()
             return
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not come up")
 
-def _stop(proc: subprocess.Popen) -> None:
+
+def _stop(proc: subprocess.Popen) -> str:
+    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -78,12 +86,20 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read() or ""
+        proc.stderr.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return err if isinstance(err, str) else err.decode(errors="replace")
+
 
 def _by_cpu(samples: dict, name: str) -> dict[str, float]:
     return {dict(k[1])["cpu"]: v for k, v in samples.items() if k[0] == name and "cpu" in dict(k[1])}
 
-def test_perf_collector_names_and_counts_match(node_exporter, tmp_path):
 
+def test_perf_collector_names_and_counts_match(node_exporter, tmp_path):
     port = _free_port()
     ne = subprocess.Popen([node_exporter, "--collector.disable-defaults", "--collector.perf",
                            f"--web.listen-address=127.0.0.1:{port}"],
@@ -95,7 +111,7 @@ def test_perf_collector_names_and_counts_match(node_exporter, tmp_path):
         ne_url = f"http://127.0.0.1:{port}/metrics"
         _wait_up(ne_url, ne)
         line = serve.stderr.readline()
-        assert "listening on" in line, line + serve.stderr.read()
+        assert "listening on" in line, line + _stop(serve)
         our_url = line.split("listening on ", 1)[1].strip()
         ne0, our0 = _scrape(ne_url), _scrape(our_url)
         time.sleep(1.5)
@@ -126,6 +142,7 @@ def test_perf_collector_names_and_counts_match(node_exporter, tmp_path):
         assert abs(our_d[cpu] - want) <= 0.15 * want + 80, (cpu, our_d[cpu], want)
         print(f"context switches cpu{cpu} over ~1.5 s: node_exporter {want:.0f}, pmuscope {our_d[cpu]:.0f}")
 
+
 def test_textfile_collector_reads_our_file(node_exporter, tmp_path):
     out = subprocess.run([sys.executable, "-m", "pmuscope", "serve", "--once", "--interval", "0.2",
                           "--textfile", str(tmp_path), "-e", "cpu-clock,context-switches"],
@@ -144,6 +161,7 @@ def test_textfile_collector_reads_our_file(node_exporter, tmp_path):
     assert got[("node_textfile_scrape_error", ())] == 0
     ours = _scrape_file(tmp_path / "pmuscope.prom")
     assert ours and all(got.get(k) == v for k, v in ours.items()), "node_exporter changed or dropped our series"
+
 
 def _scrape_file(path) -> dict[tuple, float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value

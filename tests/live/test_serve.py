@@ -25,7 +25,8 @@ def _samples(text: str) -> dict[tuple, float]:
             for fam in prom_parser.text_string_to_metric_families(text) for s in fam.samples}
 
 
-def _stop(proc):
+def _stop(proc: subprocess.Popen) -> str:
+    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -33,6 +34,13 @@ def _stop(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read() or ""
+        proc.stderr.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return err if isinstance(err, str) else err.decode(errors="replace")
 
 
 def test_http_default_loopback_read_only():
@@ -51,6 +59,7 @@ def test_http_default_loopback_read_only():
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(urllib.request.Request(url, data=b"x", method="POST"), timeout=5)
         assert err.value.code == 405
+        err.value.close()
     finally:
         _stop(proc)
     assert proc.returncode == 0
@@ -71,8 +80,8 @@ def test_textfile_updates(tmp_path):
         second = _samples(path.read_text())
         elapsed = time.monotonic() - t0
     finally:
-        _stop(proc)
-    assert proc.returncode == 0, proc.stderr.read()
+        err = _stop(proc)
+    assert proc.returncode == 0, err
     for cpu in online_cpus():
         key = ("pmuscope_perf_cpu_clock_seconds_total", (("cpu", str(cpu)),))
         grew = second[key] - first[key]

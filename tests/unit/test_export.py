@@ -41,7 +41,8 @@ def test_varint_matches_protobuf_encoding():
 def test_pprof_from_folded_decodes_with_schema(tmp_path):
     ep = from_folded(FOLDED, comments=["recorded by a test"], period_type=("samples", "count"), period=1)
     path = pprof.write(ep, str(tmp_path / "p.pb.gz"))
-    blob = open(path, "rb").read()
+    with open(path, "rb") as f:
+        blob = f.read()
     assert blob[:2] == b"\x1f\x8b"  # gzip on disk, as profile.proto requires
     prof = decode(blob)
     assert prof.string_table[0] == ""

@@ -95,7 +95,7 @@ def test_push_folded_to_ingest(tmp_path, capsys):
     try:
         assert cli_main(["export", "-i", str(folded), "--push", srv.url, "--app", "myapp", "--label", "env=ci"]) == 0
     finally:
-        srv.shutdown()
+        srv.stop()
     (req,) = srv.requests
     name = req["query"]["name"][0]
     assert name.startswith("myapp{service_name=myapp,host=") and name.endswith(",event=samples,env=ci}")

@@ -34,6 +34,10 @@ class Recorder(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _RecHandler)
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
@@ -87,7 +91,7 @@ def test_push_delivers_pprof_with_labels():
         assert folded_of(decode(parts["profile"])) == {"main;work": 90, "main;idle": 10}
         assert json.loads(parts["sample_type_config"])["samples"]["units"] == "samples"
     finally:
-        srv.shutdown()
+        srv.stop()
 
 
 def test_push_retries_5xx_with_backoff_then_succeeds():
@@ -100,7 +104,7 @@ def test_push_retries_5xx_with_backoff_then_succeeds():
         assert [r["status"] for r in srv.requests] == [503, 500, 200]
         assert srv.requests[0]["body"] == srv.requests[2]["body"]
     finally:
-        srv.shutdown()
+        srv.stop()
 
 
 def test_push_4xx_is_dropped_without_retry(caplog):
@@ -114,7 +118,7 @@ def test_push_4xx_is_dropped_without_retry(caplog):
         assert len(srv.requests) == 1
         assert "HTTP 400" in caplog.text and "1 dropped so far" in caplog.text
     finally:
-        srv.shutdown()
+        srv.stop()
 
 
 def test_push_backend_down_drops_with_counted_warning(closed_port, caplog):
@@ -148,7 +152,7 @@ def test_push_never_blocks_and_drops_when_queue_full():
         assert len(srv.requests) == 3
     finally:
         gate.set()
-        srv.shutdown()
+        srv.stop()
 
 
 def test_close_drops_what_cannot_be_sent_in_time(closed_port):

@@ -336,7 +336,8 @@ def test_textfile_written_atomically(tmp_path):
     ex, *_ = _exporter([(1, R0)])
     path = write_textfile(ex, str(tmp_path))
     assert os.listdir(tmp_path) == ["pmuscope.prom"]
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     assert _samples(text)[("pmuscope_perf_cpucycles_total", (("cpu", "0"),))] == 2000
     assert "# EOF" not in text  # node_exporter's textfile collector reads the text format
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"

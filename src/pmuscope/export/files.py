@@ -25,7 +25,11 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
     fmt = input_format or ("folded" if path.endswith((".folded", ".txt")) else "perf.data")
     if fmt == "folded":
         try:
-            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+            if path == "-":
+                text = sys.stdin.read()
+            else:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
         except OSError as err:
             raise errors.PmuscopeError(f"cannot read {path}: {err.strerror}") from None
         return from_folded(text, name=os.path.basename(path)), "samples"

@@ -173,6 +173,7 @@ class PyroscopePusher:
                 resp.read()
                 return True, False, ""
         except urllib.error.HTTPError as err:
+            err.close()
             return False, err.code >= 500 or err.code == 429, f"HTTP {err.code} {err.reason}"
         except (urllib.error.URLError, OSError, socket.timeout) as err:
             reason = getattr(err, "reason", err)
