@@ -265,6 +265,14 @@ def test_proc_stat_utilization(tmp_path):
     s = _samples(render(ex.collect()))
     assert s[("pmuscope_cpu_utilization_ratio", (("cpu", "0"),))] == pytest.approx(30 / 50)
     assert s[("pmuscope_cpu_utilization_ratio", (("cpu", "1"),))] == 0.0
+    # only the CPUs being counted (-C) get a utilization series
+    (tmp_path / "stat").write_text("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 10 0 10 30 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\n")
+    ctr = FakeCounter("context-switches", (1,), [(1, _arr([[(1, 1, 1)]]))])
+    ex = CounterExporter([Source(ctr)], procfs=str(tmp_path), clock=clock)
+    ex.collect()
+    clock.t = 5.0
+    s = _samples(render(ex.collect()))
+    assert [k for k in s if k[0] == "pmuscope_cpu_utilization_ratio"] == [("pmuscope_cpu_utilization_ratio", (("cpu", "1"),))]
 
 
 def test_bad_per_mode():

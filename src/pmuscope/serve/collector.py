@@ -266,7 +266,8 @@ class CounterExporter:
                         mux.add({**labels, "event": name}, int(data[e, idxs, RUN].sum()) / ena)
         if not any(src.cgroup for src in self.sources):
             old = self._base_stat[1]
-            cpus = sorted(k for k in stat if k >= 0)
+            counted = {c for src in self.sources for c in src.counter.layout.cpus}
+            cpus = sorted(k for k in stat if k >= 0 and k in counted)
             groups: dict[tuple, tuple[dict, list[int]]] = {}
             for cpu in cpus:
                 labels = self._key_labels(cpu)
