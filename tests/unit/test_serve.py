@@ -270,6 +270,7 @@ def test_proc_stat_utilization(tmp_path):
     ctr = FakeCounter("context-switches", (1,), [(1, _arr([[(1, 1, 1)]]))])
     ex = CounterExporter([Source(ctr)], procfs=str(tmp_path), clock=clock)
     ex.collect()
+    (tmp_path / "stat").write_text("cpu  20 0 10 90 0 0 0 0 0 0\ncpu0 20 0 10 35 0 0 0 0 0 0\ncpu1 0 0 0 55 0 0 0 0 0 0\n")
     clock.t = 5.0
     s = _samples(render(ex.collect()))
     assert [k for k in s if k[0] == "pmuscope_cpu_utilization_ratio"] == [("pmuscope_cpu_utilization_ratio", (("cpu", "1"),))]
