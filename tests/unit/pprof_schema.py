@@ -58,7 +58,9 @@ def profile_class():
                     f.type_name = ".perftools.profiles." + type_name
         pool = descriptor_pool.DescriptorPool()
         pool.Add(fdp)
-        _CLASS.append(message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile")))
+        desc = pool.FindMessageTypeByName("perftools.profiles.Profile")
+        get_class = getattr(message_factory, "GetMessageClass", None)  # protobuf >= 4.22
+        _CLASS.append(get_class(desc) if get_class else message_factory.MessageFactory(pool).GetPrototype(desc))
     return _CLASS[0]
 
 
