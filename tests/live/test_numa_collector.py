@@ -64,3 +64,30 @@ def test_cpus_added_and_removed_between_refreshes():
         assert set(att.intervals_ns) == set(cpus[1:])
     finally:
         c.close()
+
+
+def test_move_pages_query_finds_our_own_pages():
+    import ctypes
+
+    from pmuscope.numa.latency import PAGE, move_pages_query
+    from pmuscope.numa.model import read_nodes
+
+    buf = bytearray(4 * PAGE)
+    for i in range(0, len(buf), PAGE):
+        buf[i] = 1  # resident
+    base = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+    status = move_pages_query(0, np.array([base + PAGE, 0], dtype=np.uint64))
+    nodes = [n.id for n in read_nodes("/")]
+    assert status[0] in nodes
+    assert status[1] == -14  # address 0: -EFAULT
+
+
+def test_latency_view_names_why_it_is_empty_or_fills_areas():
+    from pmuscope.numa.latency import measure_latency
+    from pmuscope.numa.platforms import platform_for
+
+    res = measure_latency(os.getpid(), platform_for(read_cpu_identity()), sorted(os.sched_getaffinity(0)), duration=0.2)
+    if res["reason"] is None:
+        assert res["samples"] > 0 and abs(sum(a["access_pct"] or 0 for a in res["areas"]) - 100) < 1e-6
+    else:
+        assert res["samples"] == 0 and res["reason"]  # e.g. "IBS op: no ibs_op PMU here"

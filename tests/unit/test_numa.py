@@ -536,3 +536,59 @@ def test_node_bandwidth_columns(spr):
     assert (rows[0]["upi_mb_s"], rows[1]["upi_mb_s"]) == (4.0, 8.0)
     assert rows[2]["imc_mb_s"] is None and "this node" in snap.unavailable["imc_mb_s[node 2]"]
     assert "imc_mb_s" not in snap.unavailable
+
+
+# -- memory latency (numatop WIN6/WIN7) ------------------------------------------------------
+
+
+def test_memory_samples_filter_like_numatop():
+    from pmuscope.numa.latency import keep_memory_samples
+
+    addr = np.array([0x1000, 0, 0x2000, 0x3000, 0x4000], dtype=np.uint64)
+    # mem_op: LOAD (0x02), LOAD, NA (0x01), EXEC (0x10), STORE (0x04)
+    src = np.array([0x02, 0x02, 0x01, 0x10, 0x04], dtype=np.uint64)
+    assert keep_memory_samples(addr, src).tolist() == [True, False, False, False, True]
+
+
+def test_area_and_node_latency_tables():
+    from pmuscope.numa.latency import area_stats, node_stats
+
+    areas = parse_maps((NUMA / "two-node" / "t1" / "proc" / "100" / "maps").read_text())
+    addr = np.array([0x400010, 0x400020, 0x400ff8, 0x7F0000000100, 0x10], dtype=np.uint64)  # the last is in no area
+    weight = np.array([100, 200, 300, 1000, 7], dtype=np.float64)
+    rows = area_stats(areas, addr, weight, ns_per_cycle=0.5)
+    text, anon = rows
+    assert (text["samples"], text["access_pct"], text["lat_ns"]) == (3, 75.0, 100.0)  # mean 200 cycles × 0.5 ns
+    assert (anon["samples"], anon["access_pct"], anon["lat_ns"]) == (1, 25.0, 500.0)
+    assert area_stats(areas, addr[:0], weight[:0], 0.5)[0]["access_pct"] is None
+    assert area_stats([], addr, weight, 0.5) == []  # no maps: a kernel thread
+    nodes = node_stats(np.array([0, 0, 1, -2]), np.array([100.0, 300.0, 1000.0, 5.0]), 0.5)
+    assert nodes[0]["access_pct"] == pytest.approx(200 / 3) and nodes[0]["lat_ns"] == 100.0
+    assert nodes[1] == {"access_pct": pytest.approx(100 / 3), "lat_ns": 500.0}
+    assert -2 not in nodes  # -ENOENT: not resident
+
+
+def test_clock_for_latency_ns(clx):
+    from pmuscope.numa.latency import cycles_per_second
+
+    model = next(line for line in Path(clx, "proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+    ghz = float(model.split("@")[1].strip().rstrip("GHz"))
+    assert cycles_per_second(clx) == ghz * 1e9  # numatop takes the model name's GHz first
+
+
+def test_load_latency_event_per_platform(tmp_path):
+    from pmuscope.numa.latency import ll_attr
+
+    attr, name = ll_attr(platform_for(_intel(85)))
+    assert (attr.type, attr.config, attr.config1, attr.precise_ip, attr.sample_period) == (4, 0x01CD, 128, 1, 1000)
+    srf, _ = ll_attr(platform_for(_intel(175)))
+    assert srf.config == 0x05D0
+    zen = platform_for(CpuIdentity(arch="x86_64", vendor="AuthenticAMD", family=25, model=0x11, stepping=1))
+    with pytest.raises(PmuscopeError, match="no ibs_op PMU here"):
+        ll_attr(zen, str(tmp_path))
+    (tmp_path / "sys/bus/event_source/devices/ibs_op").mkdir(parents=True)
+    (tmp_path / "sys/bus/event_source/devices/ibs_op/type").write_text("11\n")
+    ibs, name = ll_attr(zen, str(tmp_path))
+    assert (ibs.type, ibs.sample_period, name) == (11, 1280, "IBS op")
+    with pytest.raises(PmuscopeError, match="no load-latency event for power9"):
+        ll_attr(platform_for(CpuIdentity(arch="unknown", vendor="unknown", model_name="POWER9")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 pytest.importorskip("textual", reason="the tui extra (textual) is not installed")
@@ -35,6 +36,7 @@ class FakeSampler:
 
 def _drive(snap, keys_and_checks, size=(140, 40), **kw):
     kw.setdefault("callchain_fn", _fake_chains)
+    kw.setdefault("latency_fn", _fake_latency)
     sampler = FakeSampler(snap)
     app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"), **kw)
     screens = []
@@ -49,6 +51,14 @@ def _drive(snap, keys_and_checks, size=(140, 40), **kw):
             for keys in keys_and_checks:
                 await pilot.press(*keys)
                 await pilot.pause(0.05)
+                for _ in range(100):  # the workers behind the memory-area and call-chain views
+                    if app.view_name == "maps" and app.latency_pid != app.pid:
+                        await pilot.pause(0.02)
+                    elif app.view_name == "callchain" and (app.chains is None or app.chains.metric != app.chain_metric):
+                        await pilot.pause(0.02)
+                    else:
+                        break
+                await pilot.pause(0.02)
                 screens.append((keys, app.screen_text()))
     asyncio.run(go())
     return app, sampler, screens
@@ -90,9 +100,10 @@ def test_views_show_the_recorded_values(two_node):
     maps = dict(screens)[("m",)]
     assert "Memory areas of process 100" in maps and "/usr/bin/mgen" in maps
     # ADDR SIZE(K) PERMS ACCESS% LAT(ns) N0(K) N1(K) DESC, placement joined from numa_maps by start address
-    assert ["400000", "4", "r-xp", "n/a", "n/a", "20", "0", "/usr/bin/mgen"] in _rows(maps)
-    assert ["7f0000000000", "400", "rw-p", "n/a", "n/a", "240", "160", "[anon]"] in _rows(maps)
-    assert "n/a ACCESS%/LAT" in maps
+    # ACCESS% and LAT(ns) from (fake) load samples: 3 of 4 in the text, mean 200 cycles x 0.5 ns
+    assert ["400000", "4", "r-xp", "75.0", "100", "20", "0", "/usr/bin/mgen"] in _rows(maps)
+    assert ["7f0000000000", "400", "rw-p", "25.0", "500", "240", "160", "[anon]"] in _rows(maps)
+    assert "by node of the page: node0 75.0% 100ns  node1 25.0% 500ns" in maps
     assert sampler.closed  # q quits and closes the events
 
 
@@ -105,6 +116,17 @@ def test_node_filter_and_memory_sort(two_node):
     _, _, screens = _drive(two_node, [], sort="mem_kb")
     pids = [r[0] for r in _rows(dict(screens)["start"]) if r and r[0].isdigit()]
     assert pids == ["200", "100"]  # db holds a 1 GiB page
+
+
+def _fake_latency(pid):
+    from pmuscope.numa.latency import area_stats
+    from pmuscope.numa.model import read_maps
+
+    areas = read_maps(str(NUMA / "two-node" / "t1"), pid)
+    addr = np.array([0x400010, 0x400020, 0x400ff8, 0x7F0000000100], dtype=np.uint64)
+    weight = np.array([100, 200, 300, 1000], dtype=np.float64)
+    return {"areas": area_stats(areas, addr, weight, 0.5), "nodes": {0: {"access_pct": 75.0, "lat_ns": 100.0},
+            1: {"access_pct": 25.0, "lat_ns": 500.0}}, "samples": 4, "reason": None}
 
 
 def _fake_chains(pid, metric):
@@ -160,7 +182,7 @@ def two_node():
 def test_cursor_stays_on_the_process_across_refreshes_and_views(two_node):
     sampler = FakeSampler(two_node)
     app = NumatopApp(delay=0.05, sampler_factory=lambda: sampler, root=str(NUMA / "two-node" / "t1"),
-                     callchain_fn=_fake_chains)
+                     callchain_fn=_fake_chains, latency_fn=_fake_latency)
 
     async def go():
         async with app.run_test(size=(140, 40)) as pilot:

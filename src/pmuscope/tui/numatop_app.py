@@ -7,7 +7,7 @@ H       process list (home)        WIN1 TOPNPROC
 I       normalized (RPI/LPI)       WIN2
 Enter   one process, per node      WIN3 (on the process list) / WIN12 (nodes)
 T       threads of a process       WIN4 TOPNLWP
-M       memory areas               WIN6 (ADDR, SIZE, per-node placement)
+M       memory areas               WIN6 (ACCESS%, LAT from load-latency samples; per-node placement; WIN7 by node)
 C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR)
 N       node overview              WIN11
 D       node detail                WIN12
@@ -86,8 +86,12 @@ class NumatopApp(App):
     def __init__(self, *, delay: float = 5.0, run_time: float | None = None,
                  sampler_factory: Callable[[], Any] | None = None, top: int = 200,
                  root: str = "/", node: int | None = None, sort: str = "cpu_pct",
-                 callchain_fn: Callable[..., Any] | None = None) -> None:
+                 callchain_fn: Callable[..., Any] | None = None,
+                 latency_fn: Callable[..., Any] | None = None) -> None:
         super().__init__()
+        self.latency_fn = latency_fn
+        self.latency: dict[str, Any] | None = None
+        self.latency_pid: int | None = None
         self.callchain_fn = callchain_fn
         self.chain_metric = "clk"
         self.chains = None
@@ -243,15 +247,25 @@ class NumatopApp(App):
         elif v == "maps":
             areas = read_maps(self.root, self.pid) if self.pid is not None else None
             placement = parse_numa_maps_by_area(_fs.read_text(self.root, f"proc/{self.pid}/numa_maps") or "")
+            lat = self.latency if self.latency_pid == self.pid else None
+            by_start = {r["addr"]: r for r in (lat or {}).get("areas", [])}
             node_ids = [n["node"] for n in snap.nodes]
             cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)"] + [f"N{n}(K)" for n in node_ids] + ["DESC"]
             rows = []
             for a in areas or []:
                 place = placement.get(a.start, {})
-                rows.append([f"{a.start:x}", str(a.size // 1024), a.perms, "n/a", "n/a"]
-                            + [str(place.get(n, 0) // 1024) for n in node_ids] + [a.desc])
+                la = by_start.get(a.start, {})
+                rows.append([f"{a.start:x}", str(a.size // 1024), a.perms, _f(la.get("access_pct"), ".1f"),
+                             _f(la.get("lat_ns"), ".0f")] + [str(place.get(n, 0) // 1024) for n in node_ids] + [a.desc])
             self._table(cols, rows)
-            self.header_text += "\nn/a ACCESS%/LAT: load-latency sampling (PEBS/IBS/SPE) is not part of this view yet"
+            if lat is None:
+                note = "ACCESS%/LAT: sampling loads..."
+            elif lat.get("reason"):
+                note = f"n/a ACCESS%/LAT: {lat['reason']}"
+            else:
+                dist = "  ".join(f"node{n} {d['access_pct']:.1f}% {d['lat_ns']:.0f}ns" for n, d in sorted(lat["nodes"].items()))
+                note = f"ACCESS%/LAT from {lat['samples']} load samples; by node of the page: {dist or 'n/a'}"
+            self.header_text += "\n" + note
             self.query_one("#header", Static).update(self.header_text)
         elif v == "callchain":
             self._render_chains()
@@ -296,6 +310,25 @@ class NumatopApp(App):
             fn = lambda pid, metric: record_callchains(pid, metric, self.sampler.platform, duration=min(self.delay, 2.0))  # noqa: E731
         result = fn(pid, metric)
         self.call_from_thread(self._chains_done, result)
+
+    def _record_latency(self) -> None:
+        pid = self.pid
+        fn = self.latency_fn
+        if fn is None:
+            from ..numa.latency import measure_latency
+
+            fn = lambda pid: measure_latency(pid, self.sampler.platform, self.sampler.nodeset.cpus,  # noqa: E731
+                                             duration=min(self.delay, 2.0), root=self.root)
+        result = fn(pid)
+        self.call_from_thread(self._latency_done, pid, result)
+
+    def _latency_done(self, pid: int, result: dict[str, Any]) -> None:
+        self.latency, self.latency_pid = result, pid
+        if self.view_name == "maps":
+            try:
+                self._render()
+            except NoMatches:
+                pass
 
     def _chains_done(self, result) -> None:
         self.chains = result
@@ -344,6 +377,8 @@ class NumatopApp(App):
         self._go(name)
         if name == "callchain" and self.sampler is not None:
             self.run_worker(self._record_chains, thread=True, exclusive=False)
+        if name == "maps" and self.sampler is not None:
+            self.run_worker(self._record_latency, thread=True, exclusive=False)
 
     def action_open(self) -> None:
         key = self._selected_key()

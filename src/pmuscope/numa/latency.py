@@ -1,0 +1,231 @@
+"""numatop's memory-latency windows: load samples with a data address and a
+latency (Intel PEBS load latency, AMD IBS op) mapped to the process's memory
+areas (``/proc/PID/maps``) and to the node holding each page.
+
+* WIN6 (areas): per area ACCESS% (its share of the samples) and LAT (mean
+  latency in ns = weight cycles × ns per cycle);
+* WIN7 (access-node distribution): the same per node of the sampled pages;
+* the node of a page comes from ``move_pages(2)`` in query mode (``nodes``
+  NULL: the kernel only fills ``status`` with the node or a -errno), as
+  numatop's ``map_addr2nodedst`` does.
+
+The aggregation (:func:`area_stats`, :func:`node_stats`) is pure numpy;
+:class:`LatencySampler` opens the platform's load-latency event per CPU.
+Arm SPE records latency in its AUX trace instead (``pmuscope spe``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform as _platform
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import PmuscopeError
+from ..kernel import PerfEventFd, abi
+from ..kernel.ring import RingBuffer
+from ..system import _fs
+from .model import MemArea
+from .platforms import Platform
+
+# perf_mem_data_src.mem_op (include/uapi/linux/perf_event.h): bits 0-4
+PERF_MEM_OP_NA = 0x01
+PERF_MEM_OP_EXEC = 0x10
+#: move_pages(2) syscall numbers
+_SYS_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301, "ppc64": 301, "riscv64": 239}
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def keep_memory_samples(addr: np.ndarray, data_src: np.ndarray | None) -> np.ndarray:
+    """Mask of samples that are memory accesses: numatop drops samples whose
+    ``data_src.mem_op`` is NA or EXEC, and those with no address."""
+    keep = addr != 0
+    if data_src is not None:
+        op = data_src.astype(np.uint64) & np.uint64(0x1F)
+        keep &= (op & np.uint64(PERF_MEM_OP_NA | PERF_MEM_OP_EXEC)) == 0
+    return keep
+
+
+def area_stats(areas: list[MemArea], addr: np.ndarray, weight: np.ndarray, ns_per_cycle: float) -> list[dict[str, Any]]:
+    """Per memory area: samples, ACCESS% (of all samples that fall in an
+    area) and mean latency in ns. Areas without samples are kept (0%, None)."""
+    if not areas:
+        return []  # a kernel thread, or a process that exited
+    starts = np.array([a.start for a in areas], dtype=np.uint64)
+    ends = np.array([a.end for a in areas], dtype=np.uint64)
+    addr = np.asarray(addr, dtype=np.uint64)
+    weight = np.asarray(weight, dtype=np.float64)
+    order = np.argsort(starts, kind="stable")
+    idx = np.searchsorted(starts[order], addr, side="right") - 1
+    inside = idx >= 0
+    idx_c = np.where(inside, idx, 0)
+    inside &= addr < ends[order][idx_c]
+    area_of = order[idx_c[inside]]
+    counts = np.bincount(area_of, minlength=len(areas))
+    wsum = np.bincount(area_of, weights=weight[inside], minlength=len(areas))
+    total = int(inside.sum())
+    out = []
+    for i, a in enumerate(areas):
+        n = int(counts[i])
+        out.append({"addr": a.start, "size": a.size, "perms": a.perms, "desc": a.desc, "samples": n,
+                    "access_pct": 100.0 * n / total if total else None,
+                    "lat_ns": wsum[i] / n * ns_per_cycle if n else None})
+    return out
+
+
+def node_stats(nodes: np.ndarray, weight: np.ndarray, ns_per_cycle: float) -> dict[int, dict[str, float]]:
+    """Per node of the sampled pages (negative = not resident/unknown, left
+    out): ACCESS% and mean latency in ns (numatop's WIN7)."""
+    nodes = np.asarray(nodes)
+    weight = np.asarray(weight, dtype=np.float64)
+    ok = nodes >= 0
+    total = int(ok.sum())
+    out = {}
+    for n in np.unique(nodes[ok]).tolist():
+        m = nodes == n
+        out[int(n)] = {"access_pct": 100.0 * m.sum() / total, "lat_ns": float(weight[m].mean() * ns_per_cycle)}
+    return out
+
+
+def move_pages_query(pid: int, addrs: np.ndarray) -> np.ndarray:
+    """The node of each address's page in ``pid`` (0 = this process), via
+    ``move_pages(pid, n, pages, NULL, status, 0)``; -errno per page that is
+    not resident (-ENOENT) or not accessible (-EFAULT)."""
+    nr = _SYS_MOVE_PAGES.get(_platform.machine())
+    if nr is None:
+        raise PmuscopeError(f"move_pages: syscall number unknown for {_platform.machine()}")
+    pages = np.asarray(addrs, dtype=np.uint64) & ~np.uint64(PAGE - 1)
+    n = pages.size
+    status = np.zeros(n, dtype=np.int32)
+    if n == 0:
+        return status
+    libc = ctypes.CDLL(None, use_errno=True)
+    ptrs = (ctypes.c_void_p * n)(*[int(p) for p in pages.tolist()])
+    ret = libc.syscall(ctypes.c_long(nr), ctypes.c_int(pid), ctypes.c_ulong(n), ptrs, None,
+                       status.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(0))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise PmuscopeError(f"move_pages(pid={pid}) failed: {os.strerror(err)}"
+                            + (" (needs CAP_SYS_NICE or the same user)" if err == 1 else ""))
+    return status
+
+
+def cycles_per_second(root: str = "/") -> float | None:
+    """numatop's ``os_calibrate`` order: the GHz figure in the model name,
+    then ``cpuinfo_max_freq``, then ``cpu MHz`` of /proc/cpuinfo."""
+    import re
+
+    text = _fs.read_text(root, "proc/cpuinfo") or ""
+    m = re.search(r"model name\s*:.*@\s*([\d.]+)\s*GHz", text)
+    if m:
+        return float(m.group(1)) * 1e9
+    khz = _fs.read_int(root, "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if khz:
+        return khz * 1e3
+    m = re.search(r"cpu MHz\s*:\s*([\d.]+)", text)
+    return float(m.group(1)) * 1e6 if m else None
+
+
+@dataclass
+class LatencySamples:
+    pid: np.ndarray
+    tid: np.ndarray
+    addr: np.ndarray
+    weight: np.ndarray
+
+
+def ll_attr(platform: Platform, root: str = "/") -> tuple[abi.perf_event_attr, str]:
+    """The load-latency sampling attr of ``platform`` (raises with the reason
+    when it has none here)."""
+    ll = platform.ll
+    if not ll:
+        raise PmuscopeError(f"no load-latency event for {platform.name} (numatop: latency N)")
+    sample_type = int(abi.PERF_SAMPLE_TID | abi.PerfSample.ADDR | abi.PerfSample.WEIGHT | abi.PerfSample.DATA_SRC
+                      | abi.PERF_SAMPLE_CPU | abi.PERF_SAMPLE_IDENTIFIER)
+    if "pmu" in ll:
+        ptype = _fs.read_int(root, f"sys/bus/event_source/devices/{ll['pmu']}/type")
+        if ptype is None:
+            raise PmuscopeError(f"{ll['name']}: no {ll['pmu']} PMU here (a VM rarely exposes it)")
+        return abi.perf_event_attr(type=ptype, config=int(str(ll.get("config", "0")), 0), sample_period=ll.get("sample_period", 1280),
+                                   sample_type=sample_type, disabled=1), ll["name"]
+    return abi.perf_event_attr(type=abi.PERF_TYPE_RAW, config=int(ll["config"], 0), config1=int(ll.get("config1", "128"), 0),
+                               precise_ip=1, exclude_guest=1, sample_period=1000, sample_type=sample_type,
+                               disabled=1), ll["name"]
+
+
+class LatencySampler:
+    """The platform's load-latency event on every CPU; :meth:`collect` returns
+    the memory-access samples since the last call."""
+
+    def __init__(self, platform: Platform, cpus: list[int], root: str = "/") -> None:
+        from ..records import AttrTable
+
+        self.attr, self.name = ll_attr(platform, root)
+        self._fds: list[PerfEventFd] = []
+        self._rings: list[RingBuffer] = []
+        try:
+            for cpu in cpus:
+                fd = PerfEventFd(self.attr, pid=-1, cpu=cpu, event=self.name)
+                self._fds.append(fd)
+                self._rings.append(RingBuffer(fd, pages=64))
+        except PmuscopeError:
+            self.close()
+            raise
+        self._attrs = AttrTable([(self.attr, [fd.id() for fd in self._fds])])
+        for fd in self._fds:
+            fd.enable()
+
+    def collect(self) -> LatencySamples:
+        from ..records import decode
+
+        parts = []
+        for ring in self._rings:
+            for item in decode(ring.read_records(), self._attrs):
+                if getattr(item, "addr", None) is not None and item.weight is not None:
+                    keep = keep_memory_samples(item.addr, item.data_src)
+                    parts.append((item.pid[keep], item.tid[keep], item.addr[keep], item.weight[keep]))
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return LatencySamples(z, z, z.astype(np.uint64), z.astype(np.float64))
+        return LatencySamples(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+
+    def close(self) -> None:
+        for r in self._rings:
+            r.close()
+        for fd in self._fds:
+            fd.close()
+        self._rings.clear()
+        self._fds.clear()
+
+
+def measure_latency(pid: int, platform: Platform, cpus: list[int], *, duration: float = 1.0,
+                    root: str = "/") -> dict[str, Any]:
+    """Sample loads for ``duration`` seconds and return ``{"areas": [...],
+    "nodes": {...}, "samples": n, "reason": None}`` for ``pid``, or the
+    reason there is nothing (``"reason"``: no load-latency PMU here, ...)."""
+    import time
+
+    from .model import read_maps
+
+    try:
+        sampler = LatencySampler(platform, cpus, root)
+    except PmuscopeError as err:
+        return {"areas": [], "nodes": {}, "samples": 0, "reason": str(err).splitlines()[0]}
+    try:
+        time.sleep(duration)
+        s = sampler.collect()
+    finally:
+        sampler.close()
+    mine = s.pid == pid
+    addr, weight = s.addr[mine], s.weight[mine]
+    hz = cycles_per_second(root) or 1e9
+    areas = area_stats(read_maps(root, pid) or [], addr, weight, 1e9 / hz)
+    try:
+        nodes = node_stats(move_pages_query(pid, addr), weight, 1e9 / hz)
+    except PmuscopeError:
+        nodes = {}
+    reason = None if addr.size else f"no {sampler.name} samples for pid {pid} in {duration:g}s"
+    return {"areas": areas, "nodes": nodes, "samples": int(addr.size), "reason": reason}
