@@ -148,3 +148,26 @@ def test_c2c_cli_json_on_perf_data(tmp_path, capsys):
     assert out["samples"] == 60
     assert main(["c2c", "-i", str(path), "--line-size", "128"]) == 0
     assert f"{STRUCT:#x}" in capsys.readouterr().out
+
+
+def test_nodes_from_the_numa_topology_header(tmp_path, capsys):
+    ms = false_sharing(n=40)
+    path = tmp_path / "c2c.data"
+    write_mem_perf_data(path, [dict(ip=int(ms.ip[i]), pid=100, tid=int(ms.tid[i]), cpu=int(ms.cpu[i]), time=i,
+                                    addr=int(ms.addr[i]), data_src=int(ms.data_src[i]), weight=5)
+                               for i in range(len(ms))], comms=[dict(pid=100, comm="fs")])
+    from pmuscope.memory.samples import load_mem_samples
+    from pmuscope.perfdata import Feature, PerfDataFile
+
+    with PerfDataFile(str(path)) as pf:
+        numa = pf.features.get(Feature.NUMA_TOPOLOGY)
+    loaded = load_mem_samples(path)
+    if not numa:
+        assert (loaded.node == -1).all()
+        return
+    from pmuscope.events.pmu import parse_cpulist
+
+    node_of = {c: n.node for n in numa for c in parse_cpulist(n.cpus)}
+    assert loaded.node.tolist() == [node_of.get(int(c), -1) for c in loaded.cpu]
+    top = c2c_analyze(loaded).lines[0]
+    assert top["nodes"] == sorted({node_of[c] for c in (0, 1) if c in node_of})

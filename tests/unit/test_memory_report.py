@@ -193,3 +193,22 @@ def test_c2c_cli_raw_spe(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "peer" and out["shared_lines"][0]["address"] == 0x7F0000001000
     assert out["shared_lines"][0]["peer"] == 10 and out["shared_lines"][0]["lcl_peer"] == 10
+
+
+def test_plain_weight_and_weight_struct(tmp_path):
+    """PERF_SAMPLE_WEIGHT carries a u64 latency; WEIGHT_STRUCT splits var1 (latency) and var2 (instruction latency)."""
+    from pmuscope.kernel import abi
+    from pmuscope.memory.synth import MEM_SAMPLE_TYPE
+
+    l1 = D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1)
+    plain = (MEM_SAMPLE_TYPE & ~abi.PERF_SAMPLE_WEIGHT_STRUCT) | abi.PERF_SAMPLE_WEIGHT
+    path = tmp_path / "w.data"
+    write_mem_perf_data(path, [dict(ip=1, pid=1, tid=1, time=1, addr=8, data_src=l1, weight=(1 << 40) + 5)],
+                        sample_type=plain, comms=[dict(pid=1, comm="x")])
+    ms = load_mem_samples(path)
+    assert ms.weight.tolist() == [(1 << 40) + 5] and ms.ins_lat.tolist() == [0]
+    path2 = tmp_path / "ws.data"
+    write_mem_perf_data(path2, [dict(ip=1, pid=1, tid=1, time=1, addr=8, data_src=l1, weight=77, ins_lat=12)],
+                        comms=[dict(pid=1, comm="x")])
+    ms = load_mem_samples(path2)
+    assert ms.weight.tolist() == [77] and ms.ins_lat.tolist() == [12]

@@ -162,6 +162,7 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
     pa_cnt = _distinct_by(inv, k, (ms.phys_addr[idx] & mask).astype(np.int64))
     has_pa = _sum_by(inv, k, ms.phys_addr[idx] != 0)
     load_w = _sum_by(inv, k, np.where(st["load"][idx], ms.weight[idx], 0))
+    node = ms.node
     order = cand[np.lexsort((-records[cand], -cols["store"][cand], -m_line[cand]))][:top]
 
     rows = []
@@ -171,16 +172,17 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
             "index": rank, "address": int(lines_u[li]), "pct": 100.0 * m_line[li] / total_metric,
             mode: int(m_line[li]), "records": int(records[li]), "cpus": int(cpus[li]), "pids": int(pids[li]),
             "pa_cnt": int(pa_cnt[li]) if has_pa[li] else 0,
+            "nodes": sorted({int(x) for x in node[sel]} - {-1}),
             "mean_load_latency": float(load_w[li] / cols["load"][li]) if cols["load"][li] else 0.0,
         }
         row.update({name: int(v[li]) for name, v in cols.items()})
-        row["offsets"] = _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets)
+        row["offsets"] = _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets, node)
         rows.append(row)
     extra = {"shared_lines_total": int(len(cand)), "metric_total": int(m_line.sum())}
     return C2CResult(rows, totals, mode, line_size, n, extra)
 
 
-def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets) -> list[dict[str, Any]]:
+def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets, node) -> list[dict[str, Any]]:
     off = (ms.addr[sel] & np.uint64(line_size - 1)).astype(np.int64)
     key = np.stack([off, ms.pid[sel].astype(np.int64), ms.ip[sel].view(np.int64)])
     uk, inv = np.unique(key, axis=1, return_inverse=True)  # rows of one line only: small
@@ -202,6 +204,7 @@ def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets) -> list
             "stores": int(stores[j]), "pct_stores": 100.0 * stores[j] / tot_st, "loads": int(loads[j]),
             "mean_load_latency": float(lw[j] / loads[j]) if loads[j] else 0.0, "cpus": int(cpus[j]),
             "tids": sorted({int(t) for t in ms.tid[sel][inv == j]})[:8],
+            "nodes": sorted({int(x) for x in node[sel][inv == j]} - {-1}),
         })
     return out
 
@@ -226,7 +229,7 @@ def format_c2c(res: C2CResult) -> str:
                       ("Store Operations", "store"), ("Store - uncacheable", "st_uncache"),
                       ("Store - no mapping", "st_noadrs"), ("Store L1D Hit", "st_l1hit"),
                       ("Store L1D Miss", "st_l1miss"), ("Store No available memory level", "st_na"),
-                      ("No Page Map Rejects", None), ("Unable to parse data source", "noparse")):
+                      ("Unable to parse data source", "noparse")):
         if key == "llc_total":  # perf prints LLC hits including local HITMs
             val = t.get("ld_llchit", 0) + t.get("lcl_hitm", 0)
         else:
@@ -238,12 +241,13 @@ def format_c2c(res: C2CResult) -> str:
             f"  Total shared cache lines: {res.extra.get('shared_lines_total', 0)}   total {label}: {res.extra.get('metric_total', 0)}",
             ""]
     hdr = (f"  {'Index':>5}  {'Cacheline':>18}  {'PA cnt':>6}  {label + ' %':>11}  {label:>10}  {'Records':>7}  "
-           f"{'Loads':>6}  {'Stores':>6}  {'St L1Hit':>8}  {'St L1Miss':>9}  {'St N/A':>6}  {'CPUs':>4}  {'Pids':>4}  {'Ld lat':>7}")
+           f"{'Loads':>6}  {'Stores':>6}  {'St L1Hit':>8}  {'St L1Miss':>9}  {'St N/A':>6}  {'CPUs':>4}  {'Pids':>4}  {'Ld lat':>7}  Node")
     out.append(hdr)
     for r in res.lines:
         out.append(f"  {r['index']:>5}  {r['address']:#18x}  {r['pa_cnt']:>6}  {r['pct']:>10.2f}%  {r[res.mode]:>10}  "
                    f"{r['records']:>7}  {r['load']:>6}  {r['store']:>6}  {r['st_l1hit']:>8}  {r['st_l1miss']:>9}  "
-                   f"{r['st_na']:>6}  {r['cpus']:>4}  {r['pids']:>4}  {r['mean_load_latency']:>7.1f}")
+                   f"{r['st_na']:>6}  {r['cpus']:>4}  {r['pids']:>4}  {r['mean_load_latency']:>7.1f}  "
+                   f"{','.join(map(str, r['nodes'])) or 'N/A'}")
     if not res.lines:
         out.append(f"  (no cache line with {label} — no sharing seen)")
     out += ["", "=================================================",

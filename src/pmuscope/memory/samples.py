@@ -107,6 +107,18 @@ class MemSamples:
         kw = {name: getattr(self, name)[mask] for name, _ in _COLS}
         return MemSamples(**kw, dobj_names=self.dobj_names, source=self.source, meta=self.meta, maps=self.maps)
 
+    @property
+    def node(self) -> np.ndarray:
+        """NUMA node of each sample's CPU (from the recording's NUMA_TOPOLOGY
+        header, ``meta["cpu_node"]``); -1 when unknown."""
+        table = self.meta.get("cpu_node")
+        if not table or not len(self):
+            return np.full(len(self), -1, np.int32)
+        lut = np.full(max(max(table), int(self.cpu.max(initial=0))) + 2, -1, np.int32)
+        for cpu, node in table.items():
+            lut[cpu] = node
+        return lut[np.where(self.cpu >= 0, self.cpu, len(lut) - 1)]
+
     def dobj_name_array(self) -> np.ndarray:
         """The data object of each sample as strings (``[unknown]`` when none)."""
         names = np.array(list(self.dobj_names) + [UNKNOWN], dtype=object)
@@ -266,6 +278,7 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
         has_aux = any(type_ == 70 for type_, *_ in _first_records(pf))
         mem_attrs = [i for i, a in enumerate(pf.attrs) if int(a.attr.sample_type) & (1 << 15)]
         names = pf.event_names
+        cpu_node = _cpu_nodes(pf)
     if has_aux:
         return _load_spe_perf_data(path, maps)
     if not mem_attrs:
@@ -292,6 +305,23 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
         if (np.diff(order) != 1).any():
             out = out.select(order)
     out.meta.update({"path": os.fspath(path), "events": [names[i] for i in mem_attrs]})
+    if cpu_node:
+        out.meta["cpu_node"] = cpu_node
+    return out
+
+
+def _cpu_nodes(pf) -> dict[int, int]:
+    """cpu -> NUMA node from the HEADER_NUMA_TOPOLOGY feature."""
+    from ..events.pmu import parse_cpulist
+    from ..perfdata import Feature
+
+    out: dict[int, int] = {}
+    for node in pf.features.get(Feature.NUMA_TOPOLOGY) or []:
+        try:
+            for cpu in parse_cpulist(node.cpus):
+                out[cpu] = int(node.node)
+        except (AttributeError, ValueError):
+            continue
     return out
 
 
@@ -313,6 +343,10 @@ def _load_spe_perf_data(path, maps) -> MemSamples:
                 maps.apply(item)
     out = from_spe_records(recs, maps=maps)
     out.meta["path"] = os.fspath(path)
+    with PerfDataFile(path) as pf:
+        cpu_node = _cpu_nodes(pf)
+    if cpu_node:
+        out.meta["cpu_node"] = cpu_node
     return out
 
 
