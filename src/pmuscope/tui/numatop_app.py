@@ -36,6 +36,16 @@ from ..numa.model import parse_numa_maps_by_area, read_maps, read_numa_maps  # n
 from ..system import _fs  # noqa: E402
 from ..numa.snapshot import NumaSampler, Snapshot, attach_memory, select_rows  # noqa: E402
 
+def group_reasons(unavailable: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """One line per distinct reason: derived columns ("needs clk and ir: R")
+    join the columns whose reason is R."""
+    groups: dict[str, list[str]] = {}
+    for col, why in unavailable.items():
+        root = why.split(": ", 1)[1] if why.startswith("needs ") and ": " in why else why
+        groups.setdefault(root, []).append(col)
+    return list(groups.items())
+
+
 class _NodeRef:
     """The two fields of a node the row filters need."""
 
@@ -176,8 +186,8 @@ class NumatopApp(App):
         if snap is not None:
             if snap.attribution.get("unattributed_pct"):
                 lines.append(f"attribution: switch sampling, {snap.attribution['unattributed_pct']:.1f}% of time unattributed (lost samples)")
-            for col, why in sorted(snap.unavailable.items()):
-                lines.append(f"n/a {col}: {why}")
+            for why, cols in group_reasons(snap.unavailable):
+                lines.append(f"n/a {', '.join(cols)}: {why}")
         lines.append("keys: 1-5 sort  I normalized  N nodes  D node detail  Enter open  T threads  M memory areas  C call chains  B back  H home  R refresh  Q quit")
         self.header_text = "\n".join(lines)
         self.query_one("#header", Static).update(self.header_text)
