@@ -122,3 +122,22 @@ def test_weight_struct_capture_matches_perf_script(shared_fixtures):
     # WEIGHT_STRUCT var2 (instruction latency) is 0 in this capture, as perf mem report's column says
     assert not ms.ins_lat.any()
     assert ms.is_load.all() and int(ms.weight.sum()) == 1725
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=(1 << 64) - 1))
+def test_any_u64_decodes_and_prints(v):
+    """Every u64 (reserved bits, hops 5-7, unnamed level numbers) decodes and
+    prints in both styles without an exception; fields re-encode to the low 51 bits."""
+    f = D.decode(np.array([v], np.uint64))
+    assert D.encode(**{k: int(getattr(f, k)[0]) for k in D.FIELDS}) == v & ((1 << 51) - 1)
+    for style in ("new", "6.1"):
+        text = D.data_src_text(v, style)
+        assert text.startswith("|OP ") and len(text) <= D.PERF_SCRIPT_TEXT_MAX
+    from pmuscope.memory.c2c import classify
+
+    st_ = classify(np.array([v], np.uint64), np.array([64], np.uint64))
+    assert not (st_["load"][0] and st_["store"][0])

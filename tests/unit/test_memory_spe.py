@@ -162,3 +162,22 @@ def test_real_sample_packets_load(data_dir):
     ms = from_spe_records(recs)
     assert len(ms) == 1
     assert D.data_src_text(int(ms.data_src[0])) == "|OP LOAD|LVL L1 hit|SNP None|TLB Walker hit|LCK No|BLK  N/A"
+
+
+def test_random_records_invariants():
+    """Any record mix: non-memory records get 0; every load/store gets its op,
+    a memory level (N/A at least) and a snoop value, as perf always fills them."""
+    rng = np.random.default_rng(4)
+    n = 20000
+    op_class = rng.integers(-1, 4, n).astype(np.int8)
+    payload = rng.integers(0, 256, n).astype(np.uint64)
+    events = rng.integers(0, 1 << 26, n).astype(np.uint64)
+    source = rng.integers(0, 20, n).astype(np.uint64)
+    midr = rng.choice(np.array([N1, V2, AMPERE1A, HIP12, A53], np.uint64), n)
+    out = spe_data_src(op_class, payload, events, source, rng.random(n) < 0.8, midr)
+    mem = op_class == 1
+    assert not out[~mem].any()
+    f = D.decode(out[mem])
+    store = (payload[mem] & 1) == 1
+    assert (f.op[store] == D.OP_STORE).all() and (f.op[~store] == D.OP_LOAD).all()
+    assert (f.lvl != 0).all() and (f.snoop != 0).all() and (f.lvl_num != 0).all()
