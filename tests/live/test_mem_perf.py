@@ -126,3 +126,22 @@ def test_no_spe_on_x86_is_one_clear_line(capsys, tmp_path):
     assert main(["mem", "record", "-o", str(tmp_path / "x.data"), "--", "true"]) != 0
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and ("arm_spe" in err or "perf mem record" in err)
+
+
+def test_pipe_mode_from_perf_inject_on_stdin(perf_bin, shared_fixtures):
+    """perf inject -o - writes pipe-mode perf.data; pmuscope mem report -i - reads it from stdin."""
+    import json
+    import os
+    import sys
+
+    src = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.weight_struct")
+    if not os.path.exists(src):
+        pytest.skip(f"{src} not present")
+    pipe = subprocess.run([perf_bin, "inject", "-i", src, "-o", "-"], capture_output=True, timeout=60).stdout
+    assert pipe[:8] == b"PERFILE2"
+    out = subprocess.run([sys.executable, "-m", "pmuscope", "mem", "report", "-i", "-", "--json"], input=pipe,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-400:]
+    rep = json.loads(out.stdout)
+    assert rep["summary"]["samples"] == 14 and rep["summary"]["total_weight"] == 1725
+    assert {r["data_object"]: r["samples"] for r in rep["by_data_object"]} == {"[unknown]": 9, "anon": 4, "borglet": 1}

@@ -271,6 +271,12 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     from ..records import SampleBatch
     from ..symbols.maps import Maps
 
+    if isinstance(path, str) and path == "-":
+        import sys
+
+        path = sys.stdin.buffer.read()  # read the stream once; it is walked more than once below
+    elif hasattr(path, "read"):
+        path = path.read()
     maps = Maps()
     index = _DobjIndex()
     parts: list[MemSamples] = []
@@ -304,10 +310,14 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
         order = np.argsort(out.time, kind="stable")  # perf's ordered-events view
         if (np.diff(order) != 1).any():
             out = out.select(order)
-    out.meta.update({"path": os.fspath(path), "events": [names[i] for i in mem_attrs]})
+    out.meta.update({"path": _label(path), "events": [names[i] for i in mem_attrs]})
     if cpu_node:
         out.meta["cpu_node"] = cpu_node
     return out
+
+
+def _label(path) -> str:
+    return "<stdin>" if isinstance(path, (bytes, bytearray)) else os.fspath(path)
 
 
 def _cpu_nodes(pf) -> dict[int, int]:
@@ -336,13 +346,13 @@ def _load_spe_perf_data(path, maps) -> MemSamples:
     from ..perfdata import PerfDataFile
     from ..spe.perfdata import decode_perf_data
 
-    recs = decode_perf_data(os.fspath(path))
+    recs = decode_perf_data(path if isinstance(path, (bytes, bytearray)) else os.fspath(path))
     with PerfDataFile(path) as pf:
         for item in pf.records():
             if not hasattr(item, "attrs"):
                 maps.apply(item)
     out = from_spe_records(recs, maps=maps)
-    out.meta["path"] = os.fspath(path)
+    out.meta["path"] = _label(path)
     with PerfDataFile(path) as pf:
         cpu_node = _cpu_nodes(pf)
     if cpu_node:

@@ -17,7 +17,7 @@ def load_source(path: str, *, raw: bool = False, cpu: int = 0, midr: int | None 
     written by CPU ``cpu`` with MIDR ``midr`` (selects the data-source table,
     e.g. 0x410fd0c0 for Neoverse N1). For perf.data with SPE data ``midr``
     overrides what AUXTRACE_INFO says."""
-    if not os.path.exists(path):
+    if path != "-" and not os.path.exists(path):
         raise PmuscopeError(f"{path}: no such file (record one with perf mem record, "
                             "or give a raw SPE buffer with --raw)")
     if raw:
