@@ -244,3 +244,12 @@ def _lvl_texts(ms):
     from pmuscope.memory import datasrc as D
 
     return [D.lvl_text(int(v)) for v in ms.data_src]
+
+
+def test_config3_terms_grow_the_attr(tmp_path):
+    pmu = PMU("arm_spe_0", str(tmp_path), 10)
+    pmu.__dict__["formats"] = {"inv_event_filter": Format.parse("inv_event_filter", "config3:0-63")}
+    pmu.__dict__["caps"] = {}
+    a = spe_attr(SpeConfig(ts_enable=None, inv_event_filter=0x22), pmu)
+    assert a.config3 == 0x22 and a.size == abi.PERF_ATTR_SIZE_VER8
+    assert spe_attr(SpeConfig(ts_enable=None), pmu).size == abi.PERF_ATTR_SIZE_VER7

@@ -133,10 +133,10 @@ def spe_attr(config: SpeConfig | None = None, pmu: Any = None, *, sysfs_root: st
             raise EventNotSupportedError(f"{pmu.name}/{term}/ targets {fmt.field}, which this attr layout lacks")
         words[fmt.field] |= fmt.encode(int(value))
     a.config, a.config1, a.config2 = words["config"], words["config1"], words["config2"]
-    if hasattr(a, "config3"):
+    if words["config3"]:
+        # config3 (inv_event_filter) is only read from an attr of at least PERF_ATTR_SIZE_VER8
         a.config3 = words["config3"]
-    elif words["config3"]:
-        raise EventNotSupportedError("inv_event_filter needs perf_event_attr.config3 (attr size 136)")
+        a.size = abi.PERF_ATTR_SIZE_VER8
     min_ival = 0
     try:
         min_ival = int(pmu.caps.get("min_interval", "0"), 0)
