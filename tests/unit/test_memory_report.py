@@ -212,3 +212,11 @@ def test_plain_weight_and_weight_struct(tmp_path):
                         comms=[dict(pid=1, comm="x")])
     ms = load_mem_samples(path2)
     assert ms.weight.tolist() == [77] and ms.ins_lat.tolist() == [12]
+
+
+def test_spe_report_names_the_data_source_table(data_dir, capsys):
+    raw = str(data_dir / "spe" / "arm_spe_decoder_test.SampleSPEPackets.bin")
+    assert main(["mem", "report", "--raw", raw]) == 0
+    assert "levels come from the events packet (give --midr)" in capsys.readouterr().out
+    assert main(["mem", "report", "--raw", raw, "--midr", "0x410fd0c0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["spe_tables"] == {"Neoverse-N1": "common"}

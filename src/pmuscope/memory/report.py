@@ -188,6 +188,11 @@ def mem_report(ms: MemSamples, *, top: int = 20, symbolizer=None, style: str = "
         "source": ms.source,
     }
     summary.update({k: v for k, v in ms.meta.items() if k in ("path", "events", "midr")})
+    if ms.source == "spe":
+        from .spe import ds_table_for_midr, midr_name
+
+        midrs = ms.meta.get("midr", [])
+        summary["spe_tables"] = {midr_name(m): str(ds_table_for_midr([m])[0]) for m in midrs}
     return {
         "summary": summary,
         "by_op": group_by(op[0], w, key_name="op", labels=op[1]),
@@ -220,8 +225,12 @@ def format_report(rep: dict[str, Any]) -> str:
         + (f" from {s['path']}" if s.get("path") else ""),
         f"# Total weight: {s['total_weight']}   load latency: mean {s['mean_load_latency']:.1f}, "
         f"median {s['median_load_latency']:.0f}, p99 {s['p99_load_latency']:.0f} cycles",
-        "",
     ]
+    for cpu, table in (s.get("spe_tables") or {}).items():
+        how = ("no data-source table for this CPU: levels come from the events packet (give --midr)"
+               if table == "fallback" else f"{table} data-source table")
+        lines.append(f"# SPE records of {cpu}: {how}")
+    lines.append("")
     lines += _table(rep["by_data_source"], "data_source", "Memory access (data source)")
     lines += _table(rep["by_snoop"], "snoop", "Snoop")
     lines += _table(rep["by_tlb"], "tlb", "TLB access")
