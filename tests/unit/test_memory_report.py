@@ -220,3 +220,11 @@ def test_spe_report_names_the_data_source_table(data_dir, capsys):
     assert "levels come from the events packet (give --midr)" in capsys.readouterr().out
     assert main(["mem", "report", "--raw", raw, "--midr", "0x410fd0c0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["spe_tables"] == {"Neoverse-N1": "common"}
+
+
+def test_mem_script_equals_perf_script_lines(weight_struct, capsys):
+    assert main(["mem", "script", "-i", weight_struct, "--perf-style", "6.1"]) == 0
+    ours = capsys.readouterr().out.splitlines()
+    with open(os.path.join(DATA, "weight_struct.perf-script-6.1.txt")) as f:
+        perf = [line.rstrip("\n") for line in f]
+    assert ours == perf

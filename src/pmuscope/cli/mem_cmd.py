@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--top", type=int, default=20, help="rows in the symbol and data-object tables (default 20)")
     rep.add_argument("--perf-style", choices=("newest", "6.1"), default="newest",
                      help="memory-level wording of current perf (default) or perf <= 6.2 ('L1 or L1 hit')")
-    scr = sub.add_parser("script", help="one line per memory sample (like perf script -F ip,addr,data_src,weight)")
+    scr = sub.add_parser("script", help="one line per memory sample, as perf script -F ip,addr,data_src,weight prints it")
     _add_source(scr)
     scr.add_argument("--perf-style", choices=("newest", "6.1"), default="newest")
     scr.add_argument("--json", action="store_true", help="JSON lines")
@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                                       "data_src_text": text[i], "weight": int(ms.weight[i]),
                                       "ins_lat": int(ms.ins_lat[i])}) + "\n")
             else:
-                out.write(f"{int(ms.addr[i]):16x} {int(ms.data_src[i]):16x} {text[i]:<82} {int(ms.weight[i]):>6} "
+                # perf script -F ip,addr,data_src,weight: addr, data_src + text, weight, ip (perf's fixed order)
+                out.write(f"{int(ms.addr[i]):16x}{int(ms.data_src[i]):16x} {text[i]}{int(ms.weight[i]):16d} "
                           f"{int(ms.ip[i]):16x}\n")
         return 0
     if action == "record":
