@@ -82,3 +82,20 @@ def test_script_matches_perf_script(perf_bin, tmp_path, args):
     assert [ip_of(a) for a in ol[:n]] == [ip_of(b) for b in tl[:n]]
     same = sum(a == b for a, b in zip(ol[:n], tl[:n]))
     assert same >= 0.99 * n, [(a, b) for a, b in zip(ol[:n], tl[:n]) if a != b][:5]
+
+
+def test_tracepoint_payloads_like_perf_script(perf_bin, tmp_path):
+    path = str(tmp_path / "tp.data")
+    r = subprocess.run([perf_bin, "record", "-e", "sched:sched_switch", "-a", "-o", path, "--", "sleep", "0.2"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"cannot record sched:sched_switch here: {r.stderr.strip()[-200:]}")
+    theirs = subprocess.run([perf_bin, "script", "-i", path, "-F", "tid,trace"], capture_output=True, text=True,
+                            timeout=120).stdout.splitlines()
+    ours = subprocess.run([sys.executable, "-m", "pmuscope", "script", "-i", path, "-F", "tid,trace"],
+                          capture_output=True, text=True, timeout=120).stdout.splitlines()
+    assert len(ours) == len(theirs) > 0
+    fields = re.compile(r"(prev_pid|next_pid|next_comm|prev_prio)=(\S+)")
+    for a, b in zip(ours, theirs):
+        assert a.split()[0] == b.split()[0]  # tid
+        assert dict(fields.findall(a)) == dict(fields.findall(b)), (a, b)

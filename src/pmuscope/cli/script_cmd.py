@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from .report_cmd import _time_range
 
     _time_range(args.time)  # bad options fail before the file is read
-    prof = load_profile(args.input, keep_raw=bool(fields and "trace" in fields),
+    prof = load_profile(args.input, keep_raw=fields is None or "trace" in fields,
                         kernel_symbols=False if args.no_kernel_symbols else None)
     prof = apply_filters(prof, args)
     sys.stdout.flush()

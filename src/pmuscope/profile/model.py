@@ -186,6 +186,8 @@ class Profile:
     raw: np.ndarray | None = None
     raw_offsets: np.ndarray | None = None
     source: str = ""
+    #: event index -> tracefs format of its tracepoint (to decode ``raw``)
+    tp_formats: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -230,7 +232,8 @@ class Profile:
         if raw is not None:
             raw, raw_off = _take_flat(raw, raw_off, mask)
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
-                     "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source"):
+                     "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
+                     "tp_formats"):
             kw[name] = getattr(self, name)
         return Profile(raw=raw, raw_offsets=raw_off, **kw)
 
@@ -840,6 +843,35 @@ def _same_kernel(pf) -> bool:
     return True
 
 
+def _tracepoint_formats(pf) -> dict:
+    """Formats of the file's tracepoints: from its TRACING_DATA feature, else
+    (a file recorded here) from this machine's tracefs."""
+    from ..perfdata import Feature
+    from ..sampling.tpformat import format_for_id, parse_tracing_data
+
+    tps = [(i, int(a.attr.config)) for i, a in enumerate(pf.attrs) if a.attr.type == abi.PERF_TYPE_TRACEPOINT]
+    if not tps:
+        return {}
+    by_id: dict = {}
+    blob = pf.features.get(Feature.TRACING_DATA)
+    if blob:
+        try:
+            by_id = parse_tracing_data(blob)
+        except Exception:  # an unreadable TRACING_DATA: fall back to tracefs
+            by_id = {}
+    out = {}
+    for i, tp_id in tps:
+        fmt = by_id.get(tp_id)
+        if fmt is None and _same_kernel(pf):
+            try:
+                fmt = format_for_id(tp_id)
+            except Exception:
+                fmt = None
+        if fmt is not None:
+            out[i] = fmt
+    return out
+
+
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
                  kernel_symbols: bool | None = None) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
@@ -867,8 +899,11 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
             src = RoundSource(chunks, table) if timed else RecordSource(chunks, table)
         else:
             src = pf.records()
-        return build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
+        prof = build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
                              name=pf.source)
+        if keep_raw:
+            prof.tp_formats = _tracepoint_formats(pf)
+        return prof
     finally:
         if own:
             pf.close()

@@ -40,10 +40,14 @@ def parse_fields(text: str | None) -> tuple[str, ...] | None:
 def default_fields(p: Profile) -> tuple[str, ...]:
     """perf script's default fields for what was recorded."""
     f = ["comm", "tid"]
+    present = set(np.unique(p.event).tolist()) if len(p) else set()
+    tracepoints = bool(p.tp_formats) and present <= set(p.tp_formats)
     if p.has_cpu:
         f.append("cpu")
     if p.has_time:
         f.append("time")
+    if tracepoints:  # perf script's defaults for tracepoints: the payload, not the ip
+        return tuple(f + ["event", "trace"])
     f += ["period", "event", "ip", "sym", "symoff", "dso"]
     return tuple(f)
 
@@ -217,16 +221,39 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
             pieces[start + 1 + counts] = b"\n"
             pieces[np.repeat(start + 1 - rel, counts) + np.arange(len(texts), dtype=np.int64)] = texts
             yield b"".join(pieces.tolist())
-        elif table is not None:
-            texts = table[p.leaf[lo:hi]].tolist()
-            if "trace" in fs and p.raw is not None:
-                extra = [b" " + p.raw[p.raw_offsets[i]:p.raw_offsets[i + 1]].tobytes().hex(" ").encode()
-                         for i in range(lo, hi)]
-                yield b"".join([h + t[:-1] + e + b"\n" for h, t, e in zip(heads, texts, extra)])
-            else:
-                yield b"".join([h + t for h, t in zip(heads, texts)])
         else:
-            yield b"".join([h.rstrip() + b"\n" for h in heads])
+            texts = table[p.leaf[lo:hi]].tolist() if table is not None else [b"\n"] * (hi - lo)
+            if "trace" in fs and p.raw is not None:
+                extra = _trace_texts(p, lo, hi)
+                yield b"".join([(h + t[:-1]).rstrip() + e + b"\n" for h, t, e in zip(heads, texts, extra)])
+            elif table is not None:
+                yield b"".join([h + t for h, t in zip(heads, texts)])
+            else:
+                yield b"".join([h.rstrip() + b"\n" for h in heads])
+
+
+def _trace_texts(p: Profile, lo: int, hi: int) -> list[bytes]:
+    """`` field=value ...`` of each sample's tracepoint payload (its tracefs
+    format's own fields), or the payload in hex when the format is unknown."""
+    out = []
+    raw, off = p.raw, p.raw_offsets
+    for i in range(lo, hi):
+        payload = raw[off[i]:off[i + 1]].tobytes()
+        fmt = p.tp_formats.get(int(p.event[i]))
+        if not payload:
+            out.append(b"")
+            continue
+        if fmt is None:
+            out.append(b" " + payload.hex(" ").encode())
+            continue
+        try:
+            vals = fmt.decode(payload)
+        except Exception:
+            out.append(b" " + payload.hex(" ").encode())
+            continue
+        names = [f.name for f in fmt.event_fields]
+        out.append((" " + " ".join(f"{n}={vals.get(n)}" for n in names)).encode("utf-8", "replace"))
+    return out
 
 
 def iter_script(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
