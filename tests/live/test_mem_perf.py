@@ -145,3 +145,17 @@ def test_pipe_mode_from_perf_inject_on_stdin(perf_bin, shared_fixtures):
     rep = json.loads(out.stdout)
     assert rep["summary"]["samples"] == 14 and rep["summary"]["total_weight"] == 1725
     assert {r["data_object"]: r["samples"] for r in rep["by_data_object"]} == {"[unknown]": 9, "anon": 4, "borglet": 1}
+
+
+def test_mem_script_byte_identical_to_perf_script(perf_bin, tmp_path, capsys):
+    if _perf_version(perf_bin) > (6, 2):
+        pytest.skip("compares the 6.1 wording")
+    vals = _any_data_src(300, seed=21)
+    path = tmp_path / "mem.data"
+    write_mem_perf_data(path, [dict(ip=0x401000 + 8 * i, pid=100, tid=100, cpu=i % 2, time=1000 + i,
+                                    addr=0x7F0000000000 + 64 * i, data_src=int(v), weight=(i * 37) % 1000)
+                               for i, v in enumerate(vals)], comms=[dict(pid=100, comm="t")])
+    perf = subprocess.run([perf_bin, "script", "-F", "ip,addr,data_src,weight", "-i", str(path)], capture_output=True,
+                          text=True, timeout=60).stdout.splitlines()
+    assert main(["mem", "script", "-i", str(path), "--perf-style", "6.1"]) == 0
+    assert capsys.readouterr().out.splitlines() == perf

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         ms = _load(args)
         text = D.texts(ms.data_src, D.data_src_text, style=_style(args))
         out = sys.stdout
+        maxlen = 0
         for i in range(len(ms)):
             if args.json:
                 out.write(json.dumps({"time": int(ms.time[i]), "pid": int(ms.pid[i]), "tid": int(ms.tid[i]),
@@ -96,9 +97,11 @@ def run(args: argparse.Namespace) -> int:
                                       "data_src_text": text[i], "weight": int(ms.weight[i]),
                                       "ins_lat": int(ms.ins_lat[i])}) + "\n")
             else:
-                # perf script -F ip,addr,data_src,weight: addr, data_src + text, weight, ip (perf's fixed order)
-                out.write(f"{int(ms.addr[i]):16x}{int(ms.data_src[i]):16x} {text[i]}{int(ms.weight[i]):16d} "
-                          f"{int(ms.ip[i]):16x}\n")
+                # perf script -F ip,addr,data_src,weight prints addr, data_src, weight, ip (its fixed
+                # order); data_src__fprintf pads "%16lx %s" to the longest one printed so far
+                ds = f"{int(ms.data_src[i]):16x} {text[i]}"[:99]
+                maxlen = max(maxlen, len(ds))
+                out.write(f"{int(ms.addr[i]):16x}{ds:<{maxlen}}{int(ms.weight[i]):16d} {int(ms.ip[i]):16x}\n")
         return 0
     if action == "record":
         return _record(args)
