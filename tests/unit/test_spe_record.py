@@ -253,3 +253,23 @@ def test_config3_terms_grow_the_attr(tmp_path):
     a = spe_attr(SpeConfig(ts_enable=None, inv_event_filter=0x22), pmu)
     assert a.config3 == 0x22 and a.size == abi.PERF_ATTR_SIZE_VER8
     assert spe_attr(SpeConfig(ts_enable=None), pmu).size == abi.PERF_ATTR_SIZE_VER7
+
+
+def test_mem_record_cli_drives_spe(monkeypatch, tmp_path, arm_root, capsys):
+    import pmuscope.kernel.ring as ring_mod
+    import pmuscope.kernel.syscall as sys_mod
+    from pmuscope.perfdata import PerfDataFile
+    from pmuscope.spe.perfdata import read_auxtrace_info
+
+    _FakeFd.opened = []
+    monkeypatch.setattr(sys_mod, "PerfEventFd", _FakeFd)
+    monkeypatch.setattr(ring_mod, "RingBuffer", _FakeRing)
+    out = tmp_path / "spe.data"
+    assert main(["mem", "record", "--sysfs", arm_root, "-t", "load", "--ldlat", "64", "-o", str(out), "--", "true"]) == 0
+    assert "arm_spe_0/ts_enable=1,pa_enable=1,load_filter=1,store_filter=0,min_latency=64/" in capsys.readouterr().err
+    assert _FakeFd.opened and all(fd.closed for fd in _FakeFd.opened)
+    assert all(fd.attr.config2 == 64 and fd.attr.config & (1 << 33) for fd in _FakeFd.opened)
+    with PerfDataFile(str(out)) as pf:
+        info = read_auxtrace_info(pf)
+        assert info is not None and info.pmu_type == 10
+        assert pf.attrs[0].attr.type == 10
