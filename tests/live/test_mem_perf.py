@@ -159,3 +159,46 @@ def test_mem_script_byte_identical_to_perf_script(perf_bin, tmp_path, capsys):
                           text=True, timeout=60).stdout.splitlines()
     assert main(["mem", "script", "-i", str(path), "--perf-style", "6.1"]) == 0
     assert capsys.readouterr().out.splitlines() == perf
+
+
+@pytest.mark.parametrize("keys", ["mem", "mem,snoop,tlb,locked,blocked", "local_weight,mem", "snoop,dso_daddr"])
+def test_sort_tables_equal_perf_mem_report(perf_bin, tmp_path, keys):
+    """perf groups each key by one data_src field and prints the first entry's
+    text; sort_table does the same, so the rows are identical (distinct weights
+    per sample avoid ties in the order)."""
+    if _perf_version(perf_bin) > (6, 2):
+        pytest.skip("compares the 6.1 wording")
+    from pmuscope.memory.report import sort_table
+
+    rng = np.random.default_rng(31)
+    n = 150
+    # realistic levels (perf 6.1 overflows a stack buffer on long multi-level texts: "stack smashing")
+    lvls = [(D.LVL_L1 | D.LVL_HIT, D.LVLNUM_L1), (D.LVL_LFB | D.LVL_HIT, D.LVLNUM_LFB), (D.LVL_L2 | D.LVL_HIT, 2),
+            (D.LVL_L3 | D.LVL_HIT, 3), (D.LVL_L3 | D.LVL_MISS, 3), (D.LVL_LOC_RAM | D.LVL_HIT, D.LVLNUM_RAM),
+            (D.LVL_REM_CCE1 | D.LVL_HIT, D.LVLNUM_ANY_CACHE), (D.LVL_NA, D.LVLNUM_NA), (D.LVL_L1 | D.LVL_HIT, 0),
+            (D.LVL_L2 | D.LVL_MISS, 0)]
+    pick = rng.integers(0, len(lvls), n)
+    vals = D.encode(op=np.full(n, D.OP_LOAD), lvl=np.array([lvls[i][0] for i in pick]),
+                    lvl_num=np.array([lvls[i][1] for i in pick]),
+                    snoop=rng.choice(np.array([D.SNOOP_NONE, D.SNOOP_HIT, D.SNOOP_HITM, D.SNOOP_NA, D.SNOOP_MISS]), n),
+                    snoopx=rng.integers(0, 3, n), remote=(pick == 6).astype(int), hops=np.where(pick == 6, 2, 0),
+                    dtlb=rng.choice(np.array([D.TLB_L1 | D.TLB_HIT, D.TLB_L2 | D.TLB_MISS, D.TLB_WK | D.TLB_HIT, 0]), n),
+                    lock=rng.integers(0, 3, n), blk=rng.choice(np.array([0, D.BLK_NA, D.BLK_DATA, D.BLK_ADDR]), n))
+    weights = rng.choice(np.arange(1, 1_000_000), n, replace=False)  # group sums do not tie
+    maps = [dict(pid=100, start=0x600000, length=0x10000, filename="/usr/bin/app", prot=3),
+            dict(pid=100, start=0x7F0000000000, length=0x100000, filename="//anon", prot=3)]
+    addrs = rng.choice(np.array([0x600100, 0x7F0000000100, 0x900000], np.uint64), len(vals))
+    path = tmp_path / "sort.data"
+    write_mem_perf_data(path, [dict(ip=0x401000, pid=100, tid=100, time=10 + i, addr=int(addrs[i]), data_src=int(v),
+                                    weight=int(weights[i])) for i, v in enumerate(vals)],
+                        mmaps=maps, comms=[dict(pid=100, comm="t")])
+    out = subprocess.run([perf_bin, "mem", "report", "--stdio", f"--sort={keys}", "-i", str(path)],
+                         capture_output=True, text=True, timeout=60).stdout
+    want = []
+    for line in out.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+(\d+)\s+(.*?)\s*$", line)
+        if m:
+            want.append((float(m.group(1)), int(m.group(2)), re.split(r"\s{2,}", m.group(3))))
+    rows = sort_table(load_mem_samples(path), keys, style="6.1")
+    got = [(round(r["pct_weight"], 2), r["samples"], [str(r[k]) for k in keys.split(",")]) for r in rows]
+    assert want and got == want

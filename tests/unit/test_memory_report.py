@@ -228,3 +228,22 @@ def test_mem_script_equals_perf_script_lines(weight_struct, capsys):
     with open(os.path.join(DATA, "weight_struct.perf-script-6.1.txt")) as f:
         perf = [line.rstrip("\n") for line in f]
     assert ours == perf
+
+
+def test_sort_table_equals_perf_mem_report(weight_struct, capsys):
+    keys = "mem,snoop,tlb,locked,blocked,dso_daddr"
+    want = []
+    with open(os.path.join(DATA, "weight_struct.perf-mem-report-sort-multi-6.1.txt")) as f:
+        for line in f:
+            m = re.match(r"\s+([\d.]+)%\s+(\d+)\s+(.*?)\s*$", line)
+            if m:
+                want.append((float(m.group(1)), int(m.group(2)), re.split(r"\s{2,}", m.group(3))))
+    assert main(["mem", "report", "-i", weight_struct, "--sort", keys, "--perf-style", "6.1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    got = [(round(r["pct_weight"], 2), r["samples"], [r[k] for k in keys.split(",")]) for r in rows]
+    assert got == want and len(got) == 10
+    from pmuscope.errors import PmuscopeError
+    from pmuscope.memory.report import sort_table
+
+    with pytest.raises(PmuscopeError, match="unknown sort key 'memm'"):
+        sort_table(load_mem_samples(weight_struct), "memm")

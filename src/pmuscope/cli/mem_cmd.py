@@ -41,6 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--top", type=int, default=20, help="rows in the symbol and data-object tables (default 20)")
     rep.add_argument("--perf-style", choices=("newest", "6.1"), default="newest",
                      help="memory-level wording of current perf (default) or perf <= 6.2 ('L1 or L1 hit')")
+    rep.add_argument("-s", "--sort", metavar="KEYS",
+                     help="one table grouped like perf mem report --sort KEYS (mem, snoop, tlb, locked, blocked, op, "
+                          "dso_daddr, sym, dso, local_weight, local_ins_lat, pid)")
     scr = sub.add_parser("script", help="one line per memory sample, as perf script -F ip,addr,data_src,weight prints it")
     _add_source(scr)
     scr.add_argument("--perf-style", choices=("newest", "6.1"), default="newest")
@@ -73,8 +76,16 @@ def _style(args) -> str:
 def run(args: argparse.Namespace) -> int:
     action = getattr(args, "mem_action", None)
     if action == "report":
-        from ..memory.report import format_report, mem_report
+        from ..memory.report import format_report, format_sort_table, mem_report, sort_table
 
+        if args.sort:
+            rows = sort_table(_load(args), args.sort, style=_style(args))
+            if args.json:
+                json.dump(rows, sys.stdout, indent=1)
+                sys.stdout.write("\n")
+            else:
+                print(format_sort_table(rows, args.sort))
+            return 0
         rep = mem_report(_load(args), top=args.top, style=_style(args))
         if args.json:
             json.dump(rep, sys.stdout, indent=1)

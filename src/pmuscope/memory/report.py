@@ -247,3 +247,103 @@ def format_report(rep: dict[str, Any]) -> str:
     lines += _table(rep["by_symbol"], "symbol", "By symbol")
     lines += _table(rep["by_data_object"], "data_object", "By data object")
     return "\n".join(lines)
+
+
+#: ``--sort`` keys of perf mem report this module groups by, with what perf compares
+SORT_KEYS = ("mem", "snoop", "tlb", "locked", "blocked", "op", "dso_daddr", "sym", "dso", "local_weight",
+             "local_ins_lat", "pid")
+
+
+def sort_table(ms: MemSamples, keys: str | list[str] = "mem", *, style: str = "new", symbolizer=None,
+               top: int | None = None) -> list[dict[str, Any]]:
+    """perf mem report's table for a ``--sort`` key list: samples grouped by the
+    combination of keys, rows ``{pct_weight, samples, weight, <key>: label}``
+    sorted by weight.
+
+    Grouping follows perf's compare functions, which look at one
+    ``perf_mem_data_src`` field per key (``mem``: mem_lvl, ``snoop``:
+    mem_snoop, ``tlb``: mem_dtlb, ``locked``: mem_lock, ``blocked``:
+    mem_blk, ``op``: mem_op) and print the text of the group's first sample —
+    so ``--sort=mem`` here equals perf's column even where two level numbers
+    share a mem_lvl value. ``dso_daddr`` is the data object, ``sym``/``dso``
+    the code symbol and its DSO, ``local_weight``/``local_ins_lat`` the raw
+    latencies, ``pid`` the process."""
+    if isinstance(keys, str):
+        keys = [k.strip() for k in keys.split(",") if k.strip()]
+    bad = [k for k in keys if k not in SORT_KEYS]
+    if bad:
+        from ..errors import PmuscopeError
+
+        raise PmuscopeError(f"unknown sort key {bad[0]!r}: use one or more of {', '.join(SORT_KEYS)}")
+    n = len(ms)
+    if not n or not keys:
+        return []
+    field_of = {"mem": "lvl", "snoop": "snoop", "tlb": "dtlb", "locked": "lock", "blocked": "blk", "op": "op"}
+    text_of = {"mem": lambda v: D.lvl_text(v, style), "snoop": D.snoop_text, "tlb": D.tlb_text,
+               "locked": D.lock_text, "blocked": lambda v: D.blk_text(v).strip(), "op": D.op_text}
+    syms = dsos = None
+    if {"sym", "dso"} & set(keys):
+        inv, usyms, udsos, ukern = _resolve_unique(ms, symbolizer)
+        syms = np.array([f"{'[k]' if k else '[.]'} {s}" for s, k in zip(usyms, ukern)], dtype=object)[inv]
+        dsos = udsos[inv]
+    codes = []
+    for k in keys:
+        if k in field_of:
+            c = D.field(ms.data_src, field_of[k]).astype(np.int64)
+        elif k == "dso_daddr":
+            c = ms.dobj.astype(np.int64) + 1
+        elif k == "local_weight":
+            c = np.unique(ms.weight, return_inverse=True)[1].reshape(-1)
+        elif k == "local_ins_lat":
+            c = np.unique(ms.ins_lat, return_inverse=True)[1].reshape(-1)
+        elif k == "pid":
+            c = np.unique(ms.pid, return_inverse=True)[1].reshape(-1)
+        else:  # sym, dso
+            c = np.unique(syms if k == "sym" else dsos, return_inverse=True)[1].reshape(-1)
+        codes.append(np.asarray(c, np.int64))
+    combined = np.zeros(n, np.int64)
+    for c in codes:
+        combined = np.unique(combined * (int(c.max()) + 1) + c, return_inverse=True)[1].reshape(-1)
+    k_groups = int(combined.max()) + 1
+    cnt = np.bincount(combined, minlength=k_groups)
+    w = np.bincount(combined, weights=ms.weight.astype(np.float64), minlength=k_groups)
+    first = np.full(k_groups, n, np.int64)
+    np.minimum.at(first, combined, np.arange(n))
+    total = float(w.sum()) or 1.0
+    order = np.lexsort((-cnt, -w))
+    if top is not None:
+        order = order[:top]
+    dobj_names = ms.dobj_name_array() if "dso_daddr" in keys else None
+    rows = []
+    for g in order:
+        i = int(first[g])
+        row: dict[str, Any] = {"pct_weight": 100.0 * w[g] / total, "samples": int(cnt[g]), "weight": int(w[g])}
+        for k in keys:
+            if k in text_of:
+                row[k] = text_of[k](int(ms.data_src[i]))
+            elif k == "dso_daddr":
+                row[k] = str(dobj_names[i])
+            elif k == "local_weight":
+                row[k] = int(ms.weight[i])
+            elif k == "local_ins_lat":
+                row[k] = int(ms.ins_lat[i])
+            elif k == "pid":
+                row[k] = int(ms.pid[i])
+            elif k == "sym":
+                row[k] = str(syms[i])
+            elif k == "dso":
+                row[k] = str(dsos[i])
+        rows.append(row)
+    return rows
+
+
+def format_sort_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
+    """Text like perf mem report --stdio for :func:`sort_table` rows."""
+    if isinstance(keys, str):
+        keys = [k.strip() for k in keys.split(",") if k.strip()]
+    widths = {k: max([len(k)] + [len(str(r[k])) for r in rows]) for k in keys}
+    head = f"# {'Overhead':>8}  {'Samples':>12}  " + "  ".join(f"{k:<{widths[k]}}" for k in keys)
+    out = [head, "#"]
+    for r in rows:
+        out.append(f"  {r['pct_weight']:7.2f}%  {r['samples']:>12}  " + "  ".join(f"{str(r[k]):<{widths[k]}}" for k in keys))
+    return "\n".join(out)

@@ -97,7 +97,8 @@ def write_mem_perf_data(path, samples: Iterable[dict], *, mmaps: Iterable[dict] 
         for m in mmaps:
             m = dict(m)
             sid = synth.sample_id(sample_type, pid=m["pid"], tid=m.get("tid", m["pid"]), id=1)
-            w.write(synth.mmap2(m.pop("pid"), m.pop("tid", 0) or 0, m.pop("start"), m.pop("length"), m.pop("pgoff", 0),
+            pid = m.pop("pid")
+            w.write(synth.mmap2(pid, m.pop("tid", pid), m.pop("start"), m.pop("length"), m.pop("pgoff", 0),
                                 m.pop("filename"), sample_id=sid, **m))
         for s in samples:
             s = dict(s)
