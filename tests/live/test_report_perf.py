@@ -71,7 +71,6 @@ def test_script_matches_perf_script(perf_bin, tmp_path, args):
     # addresses identical everywhere; symbol names identical for >= 99% of lines
     # (perf also names ld.so's zero-size _start/_dl_start_user and some PLT stubs)
     n = min(len(tl), 3000)
-    addr = re.compile(r"^\s*([0-9a-f]+) ")
 
     def ip_of(line):
         if line.startswith("\t"):

@@ -85,7 +85,7 @@ def apply_filters(p, args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profile import (build_report, folded_stacks, format_report, load_profile, parse_sort, report_json,
+    from ..profile import (folded_stacks, format_report, load_profile, parse_sort, report_json,
                            reports_by_event, write_flamegraph)
     from ..profile.folded import format_folded
 

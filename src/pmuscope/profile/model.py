@@ -26,10 +26,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import FormatError
 from ..kernel import abi
 from ..records import AttrTable, DecodeStats, RecordSource, SampleBatch
-from ..symbols import KERNEL_DSO, Symbolizer, UNKNOWN
+from ..symbols import Symbolizer
 
 R = abi.PerfRecord
 S = abi.PerfSample
