@@ -18,6 +18,7 @@ DESCRIPTION = __doc__
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the usage examples' lines
     _add_source(parser)
     parser.add_argument("--line-size", type=int, choices=(64, 128), default=64,
                         help="cache line size in bytes (default 64; 128 = perf c2c --double-cl)")

@@ -1,6 +1,7 @@
 """``pmuscope mem``: memory-access samples (perf mem).
 
     pmuscope mem report -i perf.data            # by data source, latency, symbol, data object
+    pmuscope mem report --sort mem,snoop,dso_daddr   # one table grouped as perf mem report --sort
     pmuscope mem report --raw spe.data --midr 0x410fd0c0 --json
     pmuscope mem script -i perf.data            # one line per sample: addr, data_src text, weight
     pmuscope mem events                         # what this machine can record (PEBS, IBS, SPE)
@@ -34,6 +35,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the usage examples' lines
     sub = parser.add_subparsers(dest="mem_action", metavar="ACTION")
     rep = sub.add_parser("report", help="summaries by data source, latency, symbol and data object")
     _add_source(rep)
