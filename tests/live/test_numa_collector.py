@@ -40,7 +40,8 @@ def test_every_cpu_interval_is_accounted_for():
         # since start, each CPU's time went to a thread or "unattributed", or is still carried
         # (its tail waits for the next switch-out): never more than the time that passed
         charged = first.values[first.cpu == cpu, 0].sum() + att.values[att.cpu == cpu, 0].sum()
-        assert charged <= first.intervals_ns[cpu] + interval + 1
+        assert charged <= first.intervals_ns[cpu] + interval + 1, (cpu, charged, first.intervals_ns, att.intervals_ns,
+                                                                 first.gaps, first.rebuilt, att.gaps, att.rebuilt)
         assert charged >= 0
     assert att.samples > 0 and att.values[:, 0].sum() > 0
     assert set(att.pid.tolist()) & {0}  # the idle task shows up as pid 0

@@ -374,7 +374,7 @@ def test_two_node_threads(two_node):
     assert rows[(100, 101)]["cpu_pct"] == pytest.approx(30.0)
     t101 = rows[(100, 101)]
     assert (t101["clk"], t101["ir"], t101["rma"], t101["lma"]) == (750_000, 600_000, 500, 900)
-    assert two_node.attribution == {"method": "switch-sampling", "samples": 5, "gaps": 0}
+    assert two_node.attribution == {"method": "switch-sampling", "samples": 5, "gaps": 0, "rebuilt": 0}
 
 
 def test_select_sort_top_and_node_filter(two_node, clx):
@@ -592,3 +592,27 @@ def test_load_latency_event_per_platform(tmp_path):
     assert (ibs.type, ibs.sample_period, name) == (11, 1280, "IBS op")
     with pytest.raises(PmuscopeError, match="no load-latency event for power9"):
         ll_attr(platform_for(CpuIdentity(arch="unknown", vendor="unknown", model_name="POWER9")))
+
+
+def test_gap_rebuilt_from_switch_records():
+    a = SwitchAttributor(("time_ns", "clk:0"))
+    a.start(0, 0, [0, 0])
+    # who runs from when (switch-out records name the next task, switch-in records the arriving one)
+    a.add_switches(0, [101, 102, 200, 201], [2, 2, 3, 3], [20, 20, 30, 30])
+    # sample 2 (thread 20's switch-out) is missing: the count jumps 1 -> 3
+    a.feed(0, [1, 3], [1, 3], [10, 30], [[100, 1000], [300, 3000]])
+    a.boundary(0, 3, [300, 3000], running=(3, 30))
+    att = a.take()
+    assert _row(att, 1, 10) == [101, 1010]  # 0..100 sampled, 100..101 until its switch record
+    assert _row(att, 2, 20) == [99, 990]  # 101..200: time exact, clk 2000 split by time
+    assert _row(att, 3, 30) == [100, 1000]
+    assert _row(att, -1, -1) in (None, [0, 0])
+    assert (att.gaps, att.rebuilt) == (1, 1)
+
+
+def test_gap_without_switch_records_stays_unattributed():
+    a = _att()
+    a.add_switches(0, [5], [9], [90])  # before the gap: says nothing about it
+    a.feed(0, [1, 3], [1, 3], [10, 30], [[10, 100, 1], [30, 300, 3]])
+    att = a.take()
+    assert _row(att, -1, -1) == [20, 200, 2] and att.rebuilt == 0

@@ -40,14 +40,20 @@ in the ring, else the thread named by the last ``PERF_RECORD_SWITCH_CPU_WIDE``
 switch-in, else it is *carried* and charged to the next sample's thread,
 which is again exact (no switch happened in between).
 
-A gap in the leader count (ring overflow lost samples) makes the delta span
-several threads: it is charged to the pseudo-thread ``(-1, -1)``
-("unattributed") and counted, never spread over guesses. On this project's
-test VM (Linux 6.1, KVM) the leader count also advances now and then with
-neither a sample nor a ``PERF_RECORD_SWITCH_CPU_WIDE`` record and no
-``PERF_RECORD_LOST`` (measured: 0.2–30% of switches, more under heavy load;
-cause not established) — the same rule applies, and the snapshot reports the
-share of time left unattributed (``attribution.unattributed_pct``). Negative deltas
+A gap in the leader count means switch-out samples are missing, so the
+delta spans several threads. On this project's test VM (Linux 6.1, KVM) the
+leader count advances now and then with no sample and no
+``PERF_RECORD_LOST``: every record written in the context of some tasks (a
+tokio worker, a vsock agent, rcu_preempt) is missing — their switch-out
+sample and switch records — while the other tasks' switch records still name
+them (measured: 0.2–30% of switches, more under load; cause not
+established). Such a gap is rebuilt from the ``PERF_RECORD_SWITCH_CPU_WIDE``
+records inside it (:meth:`SwitchAttributor.add_switches`): the on-CPU time of
+each segment exactly, the counter deltas of the gap in proportion to time —
+the only place pmuscope splits, and only where samples are missing. A gap no
+switch record covers (ring overflow) is charged to the pseudo-thread
+``(-1, -1)`` ("unattributed"), never spread over guesses; the snapshot
+reports both (``attribution.gaps``/``rebuilt``/``unattributed_pct``). Negative deltas
 (a counter that was reset) are dropped, as numatop does.
 
 :class:`SwitchAttributor` is the pure part (no kernel), driven by arrays; the
@@ -70,6 +76,7 @@ class _CpuState:
     last: np.ndarray
     pending: np.ndarray
     boundary_time: int = 0
+    last_owner: tuple[int, int] | None = None  # the thread of the last sample fed
 
 
 @dataclass
@@ -88,6 +95,8 @@ class Attribution:
     samples: int = 0
     #: per CPU, the time between its previous boundary (or start) and this one
     intervals_ns: dict[int, float] = field(default_factory=dict)
+    #: gaps rebuilt from switch records (the rest went to pid/tid -1)
+    rebuilt: int = 0
 
     def column(self, name: str) -> np.ndarray:
         return self.values[:, self.columns.index(name)]
@@ -114,7 +123,10 @@ class SwitchAttributor:
     _acc: dict[tuple[int, int, int], np.ndarray] = field(default_factory=dict)
     gaps: int = 0
     samples: int = 0
+    #: gaps whose time was rebuilt from the switch records
+    rebuilt: int = 0
     _intervals: dict[int, float] = field(default_factory=dict)
+    _timeline: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -132,6 +144,60 @@ class SwitchAttributor:
             self._acc[key] = delta.astype(np.float64).copy()
         else:
             acc += delta
+
+    def add_switches(self, cpu: int, times, pids, tids) -> None:
+        """``PERF_RECORD_SWITCH_CPU_WIDE`` facts of ``cpu``: from ``times[i]`` on,
+        ``(pids[i], tids[i])`` runs (a switch-out record names the next task,
+        a switch-in record is written by the task coming in). Used to rebuild
+        the gaps the switch-out samples leave."""
+        times = np.asarray(times, dtype=np.int64)
+        if times.size == 0:
+            return
+        old = self._timeline.get(cpu)
+        t = np.concatenate([old[0], times]) if old else times
+        p = np.concatenate([old[1], np.asarray(pids, dtype=np.int64)]) if old else np.asarray(pids, dtype=np.int64)
+        d = np.concatenate([old[2], np.asarray(tids, dtype=np.int64)]) if old else np.asarray(tids, dtype=np.int64)
+        order = np.argsort(t, kind="stable")
+        self._timeline[cpu] = (t[order], p[order], d[order])
+
+    def _prune(self, cpu: int, before: float) -> None:
+        tl = self._timeline.get(cpu)
+        if tl is not None:
+            keep = max(int(np.searchsorted(tl[0], before, side="right")) - 1, 0)  # the owner at `before` stays
+            self._timeline[cpu] = (tl[0][keep:], tl[1][keep:], tl[2][keep:])
+
+    def _rebuild(self, cpu: int, t0: float, t1: float, delta: np.ndarray,
+                 prev_owner: tuple[int, int] | None = None) -> bool:
+        """Charge a gap [t0, t1] by the switch records inside it: the time of
+        each segment exactly, the counters in proportion to time (the one
+        place where pmuscope splits, and only when samples are missing).
+        False when the records say nothing about the gap."""
+        tl = self._timeline.get(cpu)
+        if tl is None or t1 <= t0:
+            return False
+        times, pids, tids = tl
+        lo = int(np.searchsorted(times, t0, side="right"))
+        hi = int(np.searchsorted(times, t1, side="left"))
+        if hi <= lo:
+            return False
+        owner0 = lo - 1
+        starts = np.concatenate([[t0], times[lo:hi].astype(np.float64)])
+        ends = np.concatenate([times[lo:hi].astype(np.float64), [t1]])
+        owners = list(range(lo, hi))
+        owners.insert(0, owner0)
+        span = t1 - t0
+        for a, b, o in zip(starts, ends, owners):
+            dur = b - a
+            if dur <= 0:
+                continue
+            part = delta * (dur / span)
+            part[0] = dur
+            if o < 0:
+                self._charge(*(prev_owner or UNATTRIBUTED), cpu, part)
+            else:
+                self._charge(int(pids[o]), int(tids[o]), cpu, part)
+        self.rebuilt += 1
+        return True
 
     def feed(self, cpu: int, n, pid, tid, values) -> None:
         """Switch-out samples of one CPU, in ring order: leader counts ``n``
@@ -155,6 +221,13 @@ class SwitchAttributor:
         st.pending = np.zeros(self.width)
         self.samples += int(n.size)
         self.gaps += int(gap.sum())
+        if gap.any():
+            starts = np.concatenate([[st.last[0]], values[:-1, 0]])
+            for i in np.flatnonzero(gap).tolist():
+                prev = st.last_owner if i == 0 else (int(pid[i - 1]), int(tid[i - 1]))
+                if self._rebuild(cpu, float(starts[i]), float(values[i, 0]), delta[i], prev):
+                    delta[i] = 0.0  # charged segment by segment
+        last_owner = (int(pid[-1]), int(tid[-1]))
         pid = np.where(gap, -1, pid)
         tid = np.where(gap, -1, tid)
         # one int64 key per (pid, tid); sums per key with bincount (column by column)
@@ -168,6 +241,7 @@ class SwitchAttributor:
             self._charge(key >> 32, t - (1 << 32) if t >= 1 << 31 else t, cpu, row)
         st.n = int(n[-1])
         st.last = values[-1].copy()
+        st.last_owner = last_owner
 
     def boundary(self, cpu: int, n: int, values, running: tuple[int, int] | None) -> None:
         """A group read of ``cpu`` at the end of an interval (after every
@@ -179,9 +253,10 @@ class SwitchAttributor:
         st.boundary_time = int(v[0])
         tail = np.clip(v - st.last, 0, None) + st.pending
         if int(n) != st.n:
-            # samples between the last one fed and the read were lost
+            # samples between the last one fed and the read are missing
             self.gaps += 1
-            self._charge(*UNATTRIBUTED, cpu, tail)
+            if not self._rebuild(cpu, float(st.last[0]), float(v[0]), tail, st.last_owner):
+                self._charge(*UNATTRIBUTED, cpu, tail)
             st.pending = np.zeros(self.width)
         elif running is None:
             st.pending = tail
@@ -190,10 +265,12 @@ class SwitchAttributor:
             st.pending = np.zeros(self.width)
         st.n = int(n)
         st.last = v.copy()
+        self._prune(cpu, float(v[0]))
 
     def forget_cpu(self, cpu: int) -> None:
         """A hot-removed CPU: drop its state (what it accumulated stays)."""
         self._cpus.pop(cpu, None)
+        self._timeline.pop(cpu, None)
 
     def take(self) -> Attribution:
         """Everything charged since the last take, as arrays; resets the sums."""
@@ -205,7 +282,7 @@ class SwitchAttributor:
             arr = np.zeros((0, 3), dtype=np.int64)
             vals = np.zeros((0, self.width))
         out = Attribution(self.columns, arr[:, 0], arr[:, 1], arr[:, 2], vals, self.gaps, self.samples,
-                          dict(self._intervals))
+                          dict(self._intervals), self.rebuilt)
         self._acc = {}
         self._intervals = {}
         self.gaps = 0

@@ -234,17 +234,25 @@ class SwitchCollector:
         width = 1 + len(self.members)
         samples: list[tuple] = list(self._left[cpu])
         ins: list[tuple[int, int, int]] = []
+        switches: list[tuple[int, int, int]] = []
         chunks, self._chunks[cpu] = self._chunks[cpu], []
         for chunk in chunks:
             for item in decode(chunk, self._attrs):
-                if isinstance(item, SwitchCpuWide):
-                    if not item.out and item.sample_id is not None:
-                        ins.append((item.sample_id.time, item.sample_id.pid, item.sample_id.tid))
+                if isinstance(item, SwitchCpuWide) and item.sample_id is not None:
+                    sid = item.sample_id
+                    if item.out:  # the task coming in runs from here on
+                        switches.append((sid.time, item.next_prev_pid, item.next_prev_tid))
+                    else:
+                        ins.append((sid.time, sid.pid, sid.tid))
+                        switches.append((sid.time, sid.pid, sid.tid))
                 elif hasattr(item, "read_value") and item.read_value is not None:
                     vals = np.asarray(item.read_value, dtype=np.float64).reshape(len(item), width)
                     samples.append((vals[:, 0].astype(np.int64), np.asarray(item.pid), np.asarray(item.tid),
                                     np.asarray(item.time, dtype=np.float64), vals[:, 1:]))
         self._left[cpu] = []
+        if switches and self.attributor is not None:
+            sw = np.array(switches, dtype=np.int64)
+            self.attributor.add_switches(cpu, sw[:, 0], sw[:, 1], sw[:, 2])
         return samples, ins
 
     def collect(self) -> Attribution:

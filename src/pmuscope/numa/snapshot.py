@@ -305,7 +305,7 @@ def build_snapshot(
 
     att: dict[str, Any] = {"method": "switch-sampling" if attribution is not None else None}
     if attribution is not None:
-        att.update(samples=attribution.samples, gaps=attribution.gaps)
+        att.update(samples=attribution.samples, gaps=attribution.gaps, rebuilt=attribution.rebuilt)
         if attribution.gaps:
             total = float(attribution.values[:, 0].sum()) if attribution.pid.size else 0.0
             lost = float(attribution.values[attribution.pid == -1, 0].sum()) if attribution.pid.size else 0.0
