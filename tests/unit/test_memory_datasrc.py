@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pmuscope.memory import datasrc as D
 from pmuscope.memory.samples import load_mem_samples
@@ -122,9 +123,6 @@ def test_weight_struct_capture_matches_perf_script(shared_fixtures):
     # WEIGHT_STRUCT var2 (instruction latency) is 0 in this capture, as perf mem report's column says
     assert not ms.ins_lat.any()
     assert ms.is_load.all() and int(ms.weight.sum()) == 1725
-
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)
