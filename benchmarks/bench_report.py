@@ -48,7 +48,7 @@ def samples_of(perf, path):
     out = subprocess.run([perf, "report", "--stats", "-i", path], capture_output=True, text=True, timeout=300).stdout
     for line in out.splitlines():
         if "SAMPLE events:" in line:
-            return int(line.split()[-1])
+            return int(line.split()[2])
     return 0
 
 
@@ -56,7 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=15.0, help="length of the shallow recording")
     ap.add_argument("--loops", type=int, default=3000, help="perf bench sched messaging -l for the deep recording")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
     args = ap.parse_args()
     perf = shutil.which("perf")
