@@ -236,6 +236,8 @@ def test_every_fixture_reports(shared_fixtures, name, samples):
     rep = build_report(p, ("comm", "dso", "sym"))
     assert rep.samples == samples
     assert sum(r.samples for r in rep.rows) == samples
+    if name.endswith("lost_samples-4.4"):
+        assert p.lost == rep.lost == 2  # perf report: "# Total Lost Samples: 2"
     if name.endswith("callgraph-3.8"):
         assert samples == 1768
         assert p.has_callchain and (np.diff(p.stack_offsets) >= 2).mean() > 0.5
