@@ -247,3 +247,32 @@ def test_sort_table_equals_perf_mem_report(weight_struct, capsys):
 
     with pytest.raises(PmuscopeError, match="unknown sort key 'memm'"):
         sort_table(load_mem_samples(weight_struct), "memm")
+
+
+def test_fast_and_streaming_readers_agree(weight_struct, monkeypatch, tmp_path):
+    import pmuscope.memory.samples as S
+    from pmuscope.memory.synth import MEM_SAMPLE_TYPE, mem_attr, mem_sample
+    from pmuscope.perfdata import PerfDataWriter, synth
+
+    fast = load_mem_samples(weight_struct)
+    monkeypatch.setattr(S, "FAST_PATH_MAX_BYTES", 0)
+    slow = load_mem_samples(weight_struct)
+    for name in ("time", "pid", "tid", "cpu", "ip", "addr", "data_src", "weight", "ins_lat", "kernel"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    assert list(fast.dobj_name_array()) == list(slow.dobj_name_array())
+    monkeypatch.undo()
+    # zstd-compressed data (perf record -z): the columnar pass meets COMPRESSED records and falls back
+    pytest.importorskip("zstandard")
+    path = tmp_path / "z.data"
+    l1 = D.encode(op=D.OP_LOAD, lvl=D.LVL_L1 | D.LVL_HIT, lvl_num=D.LVLNUM_L1)
+    with PerfDataWriter(str(path), compress=3) as w:
+        w.add_attr(mem_attr(), [1], "cpu/mem-loads,ldlat=30/P")
+        w.write(synth.comm(7, 7, "z", sample_id=synth.sample_id(MEM_SAMPLE_TYPE, pid=7, tid=7, id=1)))
+        w.write(synth.mmap2(7, 7, 0x600000, 0x1000, 0, "//anon", prot=3,
+                            sample_id=synth.sample_id(MEM_SAMPLE_TYPE, pid=7, tid=7, id=1)))
+        for i in range(50):
+            w.write(mem_sample(ip=0x400000, pid=7, tid=7, time=i + 1, addr=0x600000 + 8 * i, id=1, data_src=l1,
+                               weight=i))
+    ms = load_mem_samples(path)
+    assert len(ms) == 50 and ms.weight.tolist() == list(range(50))
+    assert set(ms.dobj_name_array()) == {"anon"}

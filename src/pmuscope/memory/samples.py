@@ -290,16 +290,24 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     if not mem_attrs:
         raise PmuscopeError(f"{path}: none of its events samples PERF_SAMPLE_DATA_SRC and it holds no Arm SPE data; "
                             "record memory samples (perf mem record, perf c2c record; pmuscope mem events lists them)")
-    with PerfDataFile(path) as pf:
-        src = pf.records()
-        for item in src:
+    def feed(items) -> bool:
+        for item in items:
             if isinstance(item, SampleBatch):
                 ms = from_sample_batch(item, maps=maps, dobj_index=index, mem_attrs=mem_attrs,
                                        procfs_root="/proc" if procfs else None)
                 if ms is not None and len(ms):
                     parts.append(ms)
+            elif getattr(item, "type", None) in (_R_COMPRESSED, _R_COMPRESSED2):
+                return False
             else:
                 maps.apply(item)
+        return True
+
+    with PerfDataFile(path) as pf:
+        fast = _whole_data_section(pf, path)
+        if fast is None or not feed(fast):
+            maps, index, parts = Maps(), _DobjIndex(), []
+            feed(pf.records())
     out = MemSamples.concat(parts) if parts else MemSamples.empty(source="perf.data")
     out.dobj_names = index.names if parts else []
     if parts:  # concat renumbered in first-seen order; the shared index is already global
@@ -314,6 +322,39 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     if cpu_node:
         out.meta["cpu_node"] = cpu_node
     return out
+
+
+_R_COMPRESSED, _R_COMPRESSED2 = 81, 83
+#: data sections up to this size are decoded in one columnar pass
+FAST_PATH_MAX_BYTES = 256 << 20
+
+
+def _whole_data_section(pf, path):
+    """Decoded items of a plain file-mode perf.data's data section in one
+    columnar pass over a read-only mmap (a compressed file — seen as a
+    COMPRESSED record — or a pipe/directory/huge file returns None or makes
+    the caller fall back to the record-by-record reader)."""
+    import mmap
+
+    from ..records import AttrTable, decode
+
+    hdr = pf.header
+    if hdr.pipe or pf.directory_format or not isinstance(path, (str, os.PathLike)):
+        return None
+    sec = hdr.data
+    if not sec.size or sec.size > FAST_PATH_MAX_BYTES:
+        return None
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    if sec.offset + sec.size > len(mm):
+        return None
+    table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
+    buf = bytes(memoryview(mm)[sec.offset:sec.offset + sec.size])
+    mm.close()
+    return decode(buf, table, base_offset=sec.offset, auxtrace_inline=True)
 
 
 def _label(path) -> str:
