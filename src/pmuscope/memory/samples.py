@@ -266,7 +266,11 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     Data addresses are attributed to the mappings of the file's MMAP/MMAP2
     records as they stand when each sample is read; with ``procfs`` a pid the
     file has no maps for is looked up in ``/proc/PID/maps`` (a recording of
-    this machine's running processes)."""
+    this machine's running processes). ``path`` may be ``"-"`` (stdin), a file
+    object or bytes. A plain file's data section (up to
+    :data:`FAST_PATH_MAX_BYTES`) is decoded in one columnar pass; compressed,
+    pipe-mode and larger files are read record chunk by chunk. Samples come
+    back in time order, as perf's ordered-events view shows them."""
     from ..perfdata import PerfDataFile
     from ..records import SampleBatch
     from ..symbols.maps import Maps
@@ -288,8 +292,9 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     if has_aux:
         return _load_spe_perf_data(path, maps)
     if not mem_attrs:
-        raise PmuscopeError(f"{path}: none of its events samples PERF_SAMPLE_DATA_SRC and it holds no Arm SPE data; "
-                            "record memory samples (perf mem record, perf c2c record; pmuscope mem events lists them)")
+        raise PmuscopeError(f"{_label(path)}: none of its events samples PERF_SAMPLE_DATA_SRC and it holds no Arm SPE "
+                            "data; record memory samples (perf mem record, perf c2c record; pmuscope mem events lists them)")
+
     def feed(items) -> bool:
         for item in items:
             if isinstance(item, SampleBatch):
