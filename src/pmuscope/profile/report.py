@@ -211,37 +211,62 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     main = child_period if child_period is not None else self_period
     order = np.lexsort((-self_period, -main))
     limit = percent_limit * total / 100.0
-    for k in order.tolist():
-        if main[k] < limit or main[k] <= 0:
-            continue
-        s = int(srep[int(ukey[k]) // nf])
-        fr = int(frep[int(ukey[k]) % nf])
-        keys: dict[str, object] = {}
-        disp: dict[str, str] = {}
-        for name in sort:
-            if name == "comm":
-                keys[name] = disp[name] = p.comms[int(p.comm[s])]
-            elif name in ("pid", "tid"):
-                v = int(getattr(p, name)[s])
-                keys[name] = v
-                disp[name] = f"{v}:{p.comms[int(p.comm[s])]}"
-            elif name == "cpu":
-                keys[name] = int(p.cpu[s])
-                disp[name] = f"{int(p.cpu[s]):03d}"
-            elif name == "dso":
-                keys[name] = p.dso_short_name(int(p.frame_dso[fr]))
-                disp[name] = keys[name]
-            elif name == "sym":
-                label = _sym_label(p, fr)
-                keys[name] = label
-                disp[name] = f"[{'k' if p.frame_kernel[fr] else '.'}] {label}"
-        pct = 100.0 * self_period[k] / total if total else 0.0
-        row = ReportRow(keys, int(self_samples[k]), float(self_period[k]), pct)
-        if child_period is not None:
-            row.children = 100.0 * child_period[k] / total if total else 0.0
-            row.children_samples = int(child_samples[k])
+    order = order[(main[order] >= limit) & (main[order] > 0)]
+    uk = ukey[order]
+    s_of = srep[uk // nf]
+    f_of = frep[uk % nf]
+    # labels are made once per distinct sample key / frame key, then shared
+    s_lab: dict[int, tuple[dict, dict]] = {}
+    f_lab: dict[int, tuple[dict, dict]] = {}
+    s_names = [k for k in sort if k in ("comm", "pid", "tid", "cpu")]
+    f_names = [k for k in sort if k in ("dso", "sym")]
+    dso_cache: dict[int, str] = {}
+    sp = (self_period[order] * (100.0 / total) if total else np.zeros(len(order))).tolist()
+    cp = (child_period[order] * (100.0 / total) if total else np.zeros(len(order))).tolist() \
+        if child_period is not None else None
+    cs = child_samples[order].tolist() if child_period is not None else None
+    spd = self_period[order].tolist()
+    ss = self_samples[order].tolist()
+    for i, (s, fr) in enumerate(zip(s_of.tolist(), f_of.tolist())):
+        sl = s_lab.get(s)
+        if sl is None:
+            keys: dict = {}
+            disp: dict = {}
+            for name in s_names:
+                if name == "comm":
+                    keys[name] = disp[name] = p.comms[int(p.comm[s])]
+                elif name in ("pid", "tid"):
+                    v = int(getattr(p, name)[s])
+                    keys[name] = v
+                    disp[name] = f"{v}:{p.comms[int(p.comm[s])]}"
+                else:
+                    keys[name] = int(p.cpu[s])
+                    disp[name] = f"{int(p.cpu[s]):03d}"
+            sl = s_lab[s] = (keys, disp)
+        fl = f_lab.get(fr)
+        if fl is None:
+            keys, disp = {}, {}
+            for name in f_names:
+                if name == "dso":
+                    d = int(p.frame_dso[fr])
+                    n_ = dso_cache.get(d)
+                    if n_ is None:
+                        n_ = dso_cache[d] = p.dso_short_name(d)
+                    keys[name] = disp[name] = n_
+                else:
+                    label = _sym_label(p, fr)
+                    keys[name] = label
+                    disp[name] = f"[{'k' if p.frame_kernel[fr] else '.'}] {label}"
+            fl = f_lab[fr] = (keys, disp)
+        keys = {**sl[0], **fl[0]}
+        if len(sort) > 1:
+            keys = {k: keys[k] for k in sort}
+        row = ReportRow(keys, ss[i], spd[i], sp[i])
+        if cp is not None:
+            row.children = cp[i]
+            row.children_samples = cs[i]
         rep.rows.append(row)
-        rep.display.append(disp)
+        rep.display.append({**sl[1], **fl[1]})
     return rep
 
 
@@ -276,18 +301,13 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     # perf pads the percentage columns to at least 8 characters
     widths = [max(w, 8) if right else w for w, (_, _, right) in zip(widths, cols)]
 
-    def fmt(values: list[str]) -> str:
-        parts = []
-        for (h, _, right), w, v in zip(cols, widths, values):
-            parts.append(v.rjust(w) if right else v.ljust(w))
-        return "  ".join(parts).rstrip()
-
     lines.append("# " + "  ".join((h.rjust(w) if right else h.ljust(w))
                                   for (h, _, right), w in zip(cols, widths)).rstrip())
     lines.append("# " + "  ".join("." * w for w in widths))
     lines.append("#")
-    for i in range(len(rep.rows)):
-        lines.append("  " + fmt([vals[i] for _, vals, _ in cols]))
+    padded = [[v.rjust(w) for v in vals] if right else [v.ljust(w) for v in vals]
+              for (_, vals, right), w in zip(cols, widths)]
+    lines.extend(("  " + "  ".join(parts)).rstrip() for parts in zip(*padded))
     lines.append("")
     return "\n".join(lines) + "\n"
 
