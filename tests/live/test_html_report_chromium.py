@@ -1,0 +1,194 @@
+"""The HTML report of real recordings (perf record and pmuscope record of the
+busy workload) in a real headless Chromium: no console errors, the summary
+equals the Profile, the table sorts on a header click, search filters the
+table and highlights the flame graph, a click on a frame zooms, and the
+timelines have one row per thread (and CPU) with the right counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from pmuscope.perfdata import Feature, PerfDataFile
+from pmuscope.profile import build_report, load_profile
+from pmuscope.profile.html_report import write_report_html
+
+from ..chromium import Browser
+
+SHOT_DIR = "/tmp/pmuscope-shots"
+WORKLOAD = [sys.executable, "-m", "pmuscope.workloads", "busy", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    d = tmp_path_factory.mktemp("html_report")
+    out = {}
+    perf = shutil.which("perf")
+    if perf and subprocess.run([perf, "--version"], capture_output=True, timeout=30).returncode == 0:
+        path = str(d / "perf.data")
+        # --sample-cpu: the per-CPU timelines need PERF_SAMPLE_CPU
+        subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-g", "--sample-cpu", "-o", path, "--", *WORKLOAD],
+                       check=True, capture_output=True, timeout=120)
+        out["perf"] = path
+    path = str(d / "pmuscope.data")
+    subprocess.run([sys.executable, "-m", "pmuscope", "record", "-q", "-g", "-o", path, "--", *WORKLOAD],
+                   check=True, capture_output=True, timeout=120)
+    out["pmuscope"] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Browser()
+    yield b
+    b.close()
+
+
+def _wait(browser, expr, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if browser.js(expr):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {expr}")
+
+
+def _visible_rows(browser):
+    return browser.js("""[...document.querySelectorAll('#topbody tr')].filter(r => r.style.display !== 'none')
+        .map(r => [...r.children].map(td => td.textContent))""")
+
+
+def _center(browser, selector):
+    r = browser.js(f"(() => {{ const e = document.querySelector({selector!r}); e.scrollIntoView({{block: 'center'}});"
+                   " const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; })()")
+    return r
+
+
+@pytest.mark.parametrize("which", ["perf", "pmuscope"])
+def test_html_report_in_chromium(recordings, browser, tmp_path, which):
+    if which not in recordings:
+        pytest.skip("Linux perf is not installed or does not run here")
+    path = recordings[which]
+    page = write_report_html(path, str(tmp_path / f"{which}.html"))
+    p = load_profile(path)
+    assert len(p) > 100
+    browser.open(page)
+    _wait(browser, "document.body.dataset.ready === '1' && document.body.dataset.flameReady === '1'")
+    assert browser.errors() == []
+
+    # --- summary equals the Profile and the header features
+    summ = browser.js("Object.fromEntries([...document.querySelectorAll('#summaryList dd')]"
+                      ".map(d => [d.dataset.key, d.dataset.value]))")
+    assert int(summ["samples"]) == len(p)
+    assert int(summ["lost"]) == p.lost
+    assert summ["events"] == ",".join(p.event_names)
+    with PerfDataFile(path) as pf:
+        feats = pf.features
+        assert int(summ["nr_cpus_online"]) == feats[Feature.NRCPUS].nr_cpus_online
+        assert summ["host"] == feats[Feature.HOSTNAME]
+        assert summ["cmdline"] == " ".join(feats[Feature.CMDLINE])
+        st = feats[Feature.SAMPLE_TIME]
+        assert float(summ["duration_s"]) == pytest.approx((st.last - st.first) / 1e9)
+    assert int(summ["threads"]) == len(np.unique(p.tid))
+
+    # --- the top table: perf report's rows; sorting by a real click on a header
+    rep = build_report(p, ("comm", "dso", "sym"))
+    rows = _visible_rows(browser)
+    assert len(rows) == min(50, len(rep.rows))
+    assert int(rows[0][1].replace(",", "")) == rep.rows[0].samples
+    assert rows[0][5] == rep.rows[0].keys["sym"]
+    x, y = _center(browser, "#tophead th[data-col='1']")  # Samples
+    browser.click(x, y)
+    samples = [int(r[1].replace(",", "")) for r in _visible_rows(browser)]
+    assert samples == sorted(samples, reverse=True)
+    browser.click(x, y)
+    samples = [int(r[1].replace(",", "")) for r in _visible_rows(browser)]
+    assert samples == sorted(samples) and len(set(samples)) > 1
+    assert browser.js("document.querySelector(\"#tophead th[data-col='1']\").getAttribute('aria-sort')") == "ascending"
+    x, y = _center(browser, "#tophead th[data-col='0']")  # back to overhead: numbers sort highest first
+    browser.click(x, y)
+    over = [float(r[0].rstrip("%")) for r in _visible_rows(browser)]
+    assert over == sorted(over, reverse=True)
+
+    # --- search: filters the table and highlights the flame graph
+    sym = rep.rows[0].keys["sym"]
+    browser.js("document.getElementById('search').focus()")
+    browser.type_text(re.escape(sym))
+    rows = _visible_rows(browser)
+    shown = [r for r in rep.rows[:50] if re.search(re.escape(sym), f"{r.keys['comm']}\n{r.keys['dso']}\n{r.keys['sym']}")]
+    assert len(rows) == len(shown) >= 1
+    assert all(sym in (r[3] + r[4] + r[5]) for r in rows)
+    fdoc = "document.getElementById('flame').contentDocument"
+    assert browser.js(f"{fdoc}.getElementById('search').value") == re.escape(sym)
+    assert browser.js(f"{fdoc}.querySelectorAll('.f.hit').length") >= 1
+    assert browser.js(f"{fdoc}.getElementById('matched').textContent").startswith("Matched: ")
+    # clearing the search shows every row again
+    browser.js("(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); })()")
+    assert len(_visible_rows(browser)) == min(50, len(rep.rows))
+    assert browser.js(f"{fdoc}.querySelectorAll('.f.hit').length") == 0
+
+    # --- a real click on a frame of the embedded flame graph zooms into it
+    browser.js("document.getElementById('flame').scrollIntoView({block: 'start'})")
+    target = browser.js(f"""(() => {{ const doc = {fdoc}; const fr = document.getElementById('flame').getBoundingClientRect();
+        const full = doc.getElementById('chart').clientWidth;
+        const els = [...doc.querySelectorAll('.f')].filter(e => e.style.display !== 'none'
+            && e.getBoundingClientRect().width < full - 20 && e.getBoundingClientRect().width > 20);
+        els.sort((a, b) => b.getBoundingClientRect().width - a.getBoundingClientRect().width);
+        const e = els[0]; const r = e.getBoundingClientRect();
+        return {{name: e.dataset.name, x: fr.x + r.x + Math.min(r.width / 2, 200), y: fr.y + r.y + r.height / 2, w: r.width}}; }})()""")
+    full = browser.js(f"{fdoc}.getElementById('chart').clientWidth")
+    assert target["w"] < full - 20  # not already the full width
+    browser.click(target["x"], target["y"])
+    assert browser.js(f"{fdoc}.body.dataset.zoom") == target["name"]
+    zoomed = browser.js(f"""Math.max(...[...{fdoc}.querySelectorAll('.f')].filter(e => e.dataset.name === {target['name']!r}
+        && e.style.display !== 'none' && !e.classList.contains('dim')).map(e => e.getBoundingClientRect().width))""")
+    assert zoomed == pytest.approx(full, abs=2)
+    browser.js(f"{fdoc}.getElementById('reset').click()")
+    assert browser.js(f"{fdoc}.body.dataset.zoom") == "all"
+
+    # --- timelines: one row per thread (and CPU) with its sample count
+    tids, counts = np.unique(p.tid, return_counts=True)
+    rows = browser.js("[...document.querySelectorAll('#threads .tl-row')].map(r => [+r.dataset.key, +r.dataset.total])")
+    assert len(rows) == min(len(tids), 48)
+    want = dict(zip(tids.tolist(), counts.tolist()))
+    assert all(want[k] == n for k, n in rows)
+    data_sums = browser.js("pmuscopeReport.timeline.threads.counts.map(r => r.reduce((a, b) => a + b, 0))")
+    assert data_sums == [n for _, n in rows]
+    if len(tids) <= 48:
+        assert sum(data_sums) == len(p)
+    if p.has_cpu:
+        cpus, ccounts = np.unique(p.cpu, return_counts=True)
+        crow = browser.js("[...document.querySelectorAll('#cpus .tl-row')].map(r => [+r.dataset.key, +r.dataset.total])")
+        assert crow == [[int(c), int(n)] for c, n in zip(cpus, ccounts)]
+    else:
+        assert "PERF_SAMPLE_CPU" in browser.js("document.getElementById('cpusNote').textContent")
+    assert int(browser.js("document.querySelector('.tl-lost').dataset.total")) == p.lost
+    # hovering the busiest thread's strip shows a count
+    x, y = _center(browser, "#threads .tl-row canvas")
+    browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+    assert re.search(r": [\d,]+ samples at [\d.]+", browser.js("document.body.dataset.tip || ''"))
+    assert browser.errors() == []
+
+    # full-page screenshots (the perf one, with per-CPU rows, is html_report.png)
+    browser.js("window.scrollTo(0, 0)")
+    height = browser.js("document.documentElement.scrollHeight")
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=min(int(height), 4000),
+                 deviceScaleFactor=1, mobile=False)
+    try:
+        time.sleep(0.2)
+        shot = browser.screenshot(str(tmp_path / f"{which}.png"))
+        assert os.path.getsize(shot) > 20000
+        os.makedirs(SHOT_DIR, exist_ok=True)
+        shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png" if which == "perf" else "html_report_pmuscope.png"))
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+    assert browser.errors() == []
+    json.dumps(summ)  # the summary values are plain data
