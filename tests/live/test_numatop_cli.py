@@ -56,3 +56,16 @@ def test_errors_are_one_line():
     assert len(bad.stderr.strip().splitlines()) == 1
     neg = _run("--once", "-d", "0")
     assert neg.returncode != 0 and "-d needs a positive" in neg.stderr and "Traceback" not in neg.stderr
+
+
+def test_no_pmu_keeps_the_software_side_band():
+    out = _run("--once", "--json", "-d", "0.5", "--no-pmu", "--all")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert "--no-pmu" in d["unavailable"]["cpi"] and "rma" in d["unavailable"]
+    if "cpu_pct_by_node" in d["unavailable"]:
+        return  # CPU-wide software events are refused here too (named in unavailable)
+    assert d["attribution"]["method"] == "switch-sampling"
+    ran = [p for p in d["processes"] if (p["cpu_pct"] or 0) > 0]
+    assert ran and all(p["cpi"] is None for p in d["processes"])
+    assert any(c["cpu_pct"] is not None for p in ran for c in p["by_node"])
