@@ -106,6 +106,10 @@ def test_mem_report_errors_are_one_line(tmp_path, capsys, shared_fixtures):
     assert main(["mem", "report", "-i", str(tmp_path / "missing.data")]) != 0
     err = capsys.readouterr().err.strip()
     assert "no such file" in err and "\n" not in err
+    pt = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.intel_pt-4.14")
+    if os.path.exists(pt):  # an AUX trace that is not SPE is no memory-sample source
+        assert main(["mem", "report", "-i", pt]) != 0
+        assert "PERF_SAMPLE_DATA_SRC" in capsys.readouterr().err
     sleep = os.path.join(shared_fixtures, "linux-perf-data", "sleep.data")
     if os.path.exists(sleep):
         assert main(["mem", "report", "-i", sleep]) != 0

@@ -285,7 +285,9 @@ def load_mem_samples(path, *, procfs: bool = False) -> MemSamples:
     index = _DobjIndex()
     parts: list[MemSamples] = []
     with PerfDataFile(path) as pf:
-        has_aux = any(type_ == 70 for type_, *_ in _first_records(pf))
+        # AUXTRACE_INFO with type PERF_AUXTRACE_ARM_SPE (4); Intel PT and others are not memory samples
+        has_aux = any(type_ == 70 and len(mv) >= 12 and mv[8] == 4 and not any(mv[9:12])
+                      for type_, _misc, mv, _off in _first_records(pf))
         mem_attrs = [i for i, a in enumerate(pf.attrs) if int(a.attr.sample_type) & (1 << 15)]
         names = pf.event_names
         cpu_node = _cpu_nodes(pf)
