@@ -273,3 +273,26 @@ def test_mem_record_cli_drives_spe(monkeypatch, tmp_path, arm_root, capsys):
         info = read_auxtrace_info(pf)
         assert info is not None and info.pmu_type == 10
         assert pf.attrs[0].attr.type == 10
+
+
+def test_spe_timestamps_to_perf_clock(tmp_path, arm_root):
+    """With a PERF_RECORD_TIME_CONV in the file, SPE timestamps become perf-clock ns
+    (tsc_to_perf_time), so SPE samples share the time axis of other records."""
+    from pmuscope.memory.samples import load_mem_samples, spe_time_to_perf
+
+    conv = dict(time_shift=31, time_mult=2147483648 * 40, time_zero=1000)  # 40 ns per tick
+    assert spe_time_to_perf(np.array([0, 1, 25], np.uint64), conv).tolist() == [1000, 1040, 2000]
+    short = dict(conv, time_cycles=0x1_0000_0000, time_mask=0xFFFF_FFFF, cap_user_time_short=1)
+    assert spe_time_to_perf(np.array([5], np.uint64), short).tolist() == [1000 + 40 * (0x1_0000_0000 + 5)]
+    spe = b"".join(_load_record(0x400000, 0x10000, 0x0, 3, ts) for ts in (100, 200))
+    pmu = find_spe_pmu(arm_root)
+    path = tmp_path / "tc.data"
+    with PerfDataWriter(str(path), host=False) as w:
+        w.add_attr(spe_attr(SpeConfig(), pmu), [9], "arm_spe_0//")
+        w.write(auxtrace_info_record(pmu.type, {0: N1}))
+        w.write(synth.record(79, 0, struct.pack("<QQQ", 31, 2147483648 * 40, 1000)))
+        from pmuscope.spe.perfdata import auxtrace_record
+
+        w.write(auxtrace_record(spe, cpu=0))
+    ms = load_mem_samples(path)
+    assert ms.time.tolist() == [1000 + 40 * 100, 1000 + 40 * 200]

@@ -390,16 +390,54 @@ def _first_records(pf, limit: int = 4096):
         yield rec
 
 
+def spe_time_to_perf(ts: np.ndarray, conv: dict[str, int] | None) -> np.ndarray:
+    """SPE timestamps (generic-timer counts) to perf clock ns with a
+    PERF_RECORD_TIME_CONV's parameters, as perf's ``tsc_to_perf_time`` does
+    (with ``cap_user_time_short``: the counter is first widened from
+    ``time_cycles``/``time_mask``). Without ``conv`` the counts are returned."""
+    ts = np.asarray(ts, dtype=np.uint64)
+    if not conv or not conv.get("time_mult"):
+        return ts
+    if conv.get("cap_user_time_short"):
+        cyc0, mask = np.uint64(conv["time_cycles"]), np.uint64(conv["time_mask"])
+        ts = cyc0 + ((ts - cyc0) & mask)
+    shift = np.uint64(conv["time_shift"])
+    mult = np.uint64(conv["time_mult"])
+    quot = ts >> shift
+    rem = ts & ((np.uint64(1) << shift) - np.uint64(1))
+    return np.uint64(conv["time_zero"]) + quot * mult + ((rem * mult) >> shift)
+
+
+def _time_conv(pf) -> dict[str, int] | None:
+    """The PERF_RECORD_TIME_CONV of an open perf.data, if any."""
+    import struct
+
+    for type_, _misc, mv, _off in pf.raw_records():
+        if type_ == 79 and len(mv) >= 32:
+            shift, mult, zero = struct.unpack_from("<QQQ", mv, 8)
+            out = {"time_shift": shift, "time_mult": mult, "time_zero": zero}
+            if len(mv) >= 56:
+                cycles, mask = struct.unpack_from("<QQ", mv, 32)
+                out.update(time_cycles=cycles, time_mask=mask, cap_user_time_zero=mv[48], cap_user_time_short=mv[49])
+            return out
+    return None
+
+
 def _load_spe_perf_data(path, maps) -> MemSamples:
     from ..perfdata import PerfDataFile
     from ..spe.perfdata import decode_perf_data
 
     recs = decode_perf_data(path if isinstance(path, (bytes, bytearray)) else os.fspath(path))
     with PerfDataFile(path) as pf:
+        conv = _time_conv(pf)
+    with PerfDataFile(path) as pf:
         for item in pf.records():
             if not hasattr(item, "attrs"):
                 maps.apply(item)
     out = from_spe_records(recs, maps=maps)
+    if conv is not None:
+        out.time = spe_time_to_perf(out.time, conv)
+        out.meta["time"] = "perf clock (TIME_CONV)"
     out.meta["path"] = _label(path)
     with PerfDataFile(path) as pf:
         cpu_node = _cpu_nodes(pf)
