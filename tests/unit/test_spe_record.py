@@ -296,3 +296,19 @@ def test_spe_timestamps_to_perf_clock(tmp_path, arm_root):
         w.write(auxtrace_record(spe, cpu=0))
     ms = load_mem_samples(path)
     assert ms.time.tolist() == [1000 + 40 * 100, 1000 + 40 * 200]
+
+
+def test_time_conv_record_from_the_control_page():
+    import ctypes
+
+    from pmuscope.spe.record import time_conv_record
+
+    page = abi.perf_event_mmap_page()
+    pad = bytearray(4096 - ctypes.sizeof(page))
+    assert time_conv_record(bytearray(bytes(page)) + pad) is None  # no cap_user_time_zero
+    page.cap_user_time_zero = 1
+    page.time_shift, page.time_mult, page.time_zero = 31, 0x50000000, 123
+    rec = time_conv_record(bytearray(bytes(page)) + pad)
+    assert struct.unpack_from("<I", rec)[0] == 79  # PERF_RECORD_TIME_CONV
+    assert len(rec) == 8 + 48
+    assert struct.unpack_from("<QQQ", rec, 8) == (31, 0x50000000, 123)

@@ -270,6 +270,9 @@ class SpeRecorder:
         with PerfDataWriter(path) as w:
             w.add_attr(self.attr, ids, self.event)
             w.write(auxtrace_info_record(self.pmu.type, self.midr or {fd.cpu: 0 for fd in self.fds}))
+            conv = time_conv_record(self.rings[0].mem) if self.rings else None
+            if conv:
+                w.write(conv)
             w.write(bytes(self._records))
 
     def close(self) -> None:
@@ -284,6 +287,22 @@ class SpeRecorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def time_conv_record(mmap_page_mem) -> bytes | None:
+    """A PERF_RECORD_TIME_CONV from a ring's control page (perf record writes
+    one so SPE timestamps convert to perf time), or None when the kernel does
+    not offer ``cap_user_time_zero``."""
+    import ctypes
+
+    from ..perfdata import synth
+
+    page = abi.perf_event_mmap_page.from_buffer_copy(bytes(mmap_page_mem[: ctypes.sizeof(abi.perf_event_mmap_page)]))
+    if not page.cap_user_time_zero:
+        return None
+    body = struct.pack("<QQQQQBB6x", page.time_shift, page.time_mult, page.time_zero, page.time_cycles,
+                       page.time_mask, page.cap_user_time_zero, page.cap_user_time_short)
+    return synth.record(79, 0, body)
 
 
 def drain_ring(ring, cpu: int, out: bytearray, aux_base: list[int], i: int) -> int:
