@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 
 from .. import errors
 
@@ -36,6 +37,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-B", "--no-buildid", action="store_true", help="do not write the build-id table")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after SECONDS (else at command exit or Ctrl-C)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    push = p.add_argument_group("pushing to a continuous-profiling back end")
+    push.add_argument("--push", metavar="URL", help="after recording, send the profile (pprof) to a Pyroscope-"
+                      "compatible server (URL/ingest); a failed push is a warning, not an error")
+    push.add_argument("--app", default="pmuscope", metavar="NAME", help="--push: application name (default pmuscope)")
+    push.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                      help="--push: extra label (repeatable); service_name, host and event are set by default")
+    push.add_argument("--push-timeout", type=float, default=30.0, metavar="SECONDS",
+                      help="--push: give up (drop with a warning) after this long (default 30)")
     p.add_argument("workload", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS]")
 
 
@@ -71,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 raise errors.PmuscopeError(f"-F {args.freq}: the frequency must be a positive number of Hz or 'max'")
     if args.count is not None and args.count <= 0:
         raise errors.PmuscopeError(f"-c {args.count}: the period must be positive")
+    user_labels = _push_labels(args) if args.push else {}
     events = ",".join(args.event) or None
     rec = Recorder(
         events,
@@ -96,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        started = time.time()
         rec.start()
         for note in rec.notes:
             print(f"pmuscope record: note: {note}", file=sys.stderr)
@@ -108,6 +119,72 @@ def run(args: argparse.Namespace) -> int:
         if result.lost or result.lost_samples:
             print(f"pmuscope record: warning: {result.lost + result.lost_samples} samples were lost "
                   f"(ring buffers full); try -m {rec.mmap_pages * 4} or a lower -F", file=sys.stderr)
+    if args.push:
+        # the file is complete: pushing cannot disturb the recording, and its
+        # outcome never changes the exit status
+        _push(args, result, user_labels, started, time.time())
     if result.exit_status is not None and not interrupted:
         return result.exit_status
     return 0
+
+
+def _push_labels(args: argparse.Namespace) -> dict[str, str]:
+    """Check --push/--app/--label before recording; the user's labels."""
+    import urllib.parse
+
+    from ..export.push import app_name
+
+    url = urllib.parse.urlsplit(args.push)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise errors.PmuscopeError(f"--push {args.push!r}: expected http(s)://HOST:PORT (a Pyroscope server)")
+    if args.output == "-":
+        raise errors.PmuscopeError("--push needs a perf.data file to read back: use -o FILE, not -o -")
+    if args.push_timeout <= 0:
+        raise errors.PmuscopeError(f"--push-timeout {args.push_timeout}: must be a positive number of seconds")
+    labels = {}
+    for item in args.label:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise errors.PmuscopeError(f"--label {item!r}: expected KEY=VALUE")
+        labels[k] = v
+    app_name(args.app, labels)  # label names and values Pyroscope accepts
+    return labels
+
+
+def _push(args: argparse.Namespace, result, user_labels: dict[str, str], start: float, end: float) -> bool:
+    """Send the recorded file's pprof with retries; a one-line warning (with
+    the drop count) when it could not be delivered. True when delivered."""
+    import logging
+    import os
+    import re
+
+    from ..export.files import load, push_once
+
+    prog = "pmuscope record"
+    if not result.samples:
+        print(f"{prog}: warning: nothing pushed to {args.push}: no samples were recorded", file=sys.stderr)
+        return False
+    quiet_log = logging.NullHandler()  # the warning below is the one line; no second one from the pusher's log
+    log = logging.getLogger("pmuscope.export.push")
+    log.addHandler(quiet_log)
+    try:
+        ep, event_label = load(args.output)
+        # label values cannot hold , { } = (Pyroscope's name{k=v,...} syntax): cycles,instructions -> cycles+instructions
+        event_label = re.sub(r"[{}=]", "_", event_label.replace(",", "+"))
+        labels = {"service_name": args.app, "host": os.uname().nodename, "event": event_label, **user_labels}
+        stats = push_once(ep, args.push, args.app, labels, start=start, end=end, timeout=args.push_timeout)
+    except errors.PmuscopeError as err:
+        print(f"{prog}: warning: the profile was not pushed to {args.push}: {err}", file=sys.stderr)
+        return False
+    except KeyboardInterrupt:
+        print(f"{prog}: warning: push to {args.push} interrupted; {args.output} is complete", file=sys.stderr)
+        return False
+    finally:
+        log.removeHandler(quiet_log)
+    if stats.sent != 1:
+        print(f"{prog}: warning: the profile was not delivered to {stats.url} ({stats.last_error}; "
+              f"{stats.retries} retries); {stats.dropped} dropped, {args.output} is complete", file=sys.stderr)
+        return False
+    if not args.quiet:
+        print(f"{prog}: pushed {args.output} to {stats.url} as {args.app} ({stats.retries} retries)", file=sys.stderr)
+    return True
