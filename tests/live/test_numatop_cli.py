@@ -15,7 +15,7 @@ def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_stream_json_lines_until_run_time():
-    out = _run("-I", "--json", "-d", "0.3", "-t", "1.0", "--top", "3")
+    out = _run("-I", "--json", "-d", "0.2", "-t", "3", "--top", "3")
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     assert len(lines) >= 2
