@@ -125,3 +125,41 @@ def test_trace_event_totals_equal_perf(perf_bin, tmp_path):
         want = re.search(rf"^\s+{re.escape(name)}\s+:\s+(\d+)$", out, re.M)
         got = re.search(rf"^\s+{re.escape(name)}\s+:\s+(\d+)$", ours, re.M)
         assert want and got and int(got.group(1)) == int(want.group(1)), name
+
+
+def _perf_pareto(perf_bin, path) -> dict[tuple[int, int, int], tuple]:
+    out = subprocess.run([perf_bin, "c2c", "report", "--stdio", "-i", str(path)], capture_output=True, text=True,
+                         timeout=120).stdout
+    pareto = out.split("Shared Cache Line Distribution Pareto", 1)[1]
+    rows, line = {}, None
+    for text in pareto.splitlines():
+        m = re.match(r"\s+\d+(?:\s+\d+){5}\s+(0x[0-9a-f]+)\s*$", text)
+        if m:
+            line = int(m.group(1), 16)
+            continue
+        m = re.match(r"\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%\s+(0x[0-9a-f]+)\s+\S+\s+\d+\s+"
+                     r"(0x[0-9a-f]+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", text)
+        if m and line is not None:
+            pcts = tuple(float(m.group(i)) for i in range(1, 6))
+            cyc = tuple(int(m.group(i)) for i in (8, 9, 10))
+            rows[(line, int(m.group(6), 16), int(m.group(7), 16))] = (pcts, int(m.group(11)), cyc)
+    return rows
+
+
+def test_pareto_offsets_equal_perf_c2c(perf_bin, tmp_path):
+    ms = _mixed_stream(seed=13)
+    path = tmp_path / "pareto.data"
+    _write(path, ms)
+    perf = _perf_pareto(perf_bin, path)
+    res = c2c_analyze(load_mem_samples(path), mode="tot", top=1000, max_offsets=10_000)
+    ours = {}
+    for r in res.lines:
+        for o in r["offsets"]:
+            pcts = tuple(round(o[k], 2) for k in ("pct_rmt_hitm", "pct_lcl_hitm", "pct_st_l1hit", "pct_st_l1miss",
+                                                  "pct_st_na"))
+            cyc = tuple(o[k] for k in ("cycles_rmt_hitm", "cycles_lcl_hitm", "cycles_load"))
+            ours[(r["address"], o["offset"], o["ip"])] = (pcts, o["records"], cyc)
+    assert perf and set(ours) == set(perf)
+    for key, (pcts, records, cyc) in perf.items():
+        assert ours[key][0] == pcts and ours[key][1] == records, key
+        assert all(abs(a - b) <= 1 for a, b in zip(ours[key][2], cyc)), (key, ours[key][2], cyc)

@@ -183,29 +183,55 @@ def c2c_analyze(ms: MemSamples, *, line_size: int = 64, mode: str = "auto", top:
 
 
 def _offsets(ms, st, sel, line_size, metric, mode, symbols, max_offsets, node) -> list[dict[str, Any]]:
+    """Per (offset, pid, code address) rows of one line with contention or
+    stores (perf c2c's Pareto shows no others):
+    counts and shares of the line's local/remote HITMs (or peers) and of its
+    L1-hit/L1-miss/N/A stores, and mean cycles per class in perf's priority
+    (remote HITM, local HITM, remote peer, local peer, other loads)."""
     off = (ms.addr[sel] & np.uint64(line_size - 1)).astype(np.int64)
     key = np.stack([off, ms.pid[sel].astype(np.int64), ms.ip[sel].view(np.int64)])
     uk, inv = np.unique(key, axis=1, return_inverse=True)  # rows of one line only: small
     inv = inv.reshape(-1)
     k = uk.shape[1]
     m = _sum_by(inv, k, metric[sel])
-    stores = _sum_by(inv, k, st["store"][sel])
-    loads = _sum_by(inv, k, st["load"][sel])
+    names = ("rmt_hitm", "lcl_hitm", "rmt_peer", "lcl_peer", "st_l1hit", "st_l1miss", "st_na", "store", "load")
+    cnt = {nm: _sum_by(inv, k, np.asarray(st[nm])[sel]) for nm in names}
+    tot = {nm: int(v.sum()) for nm, v in cnt.items()}
     tot_m = int(m.sum()) or 1
-    tot_st = int(stores.sum()) or 1
-    lw = _sum_by(inv, k, np.where(st["load"][sel], ms.weight[sel], 0))
+    # perf's compute_stats: each sample's weight counts in the first class it belongs to
+    w = ms.weight[sel].astype(np.float64)
+    left = np.ones(len(sel), bool)
+    cycles = {}
+    for nm in ("rmt_hitm", "lcl_hitm", "rmt_peer", "lcl_peer", "load"):
+        cls = left & (np.asarray(st[nm])[sel] > 0)
+        left &= ~cls
+        n_cls = np.bincount(inv, weights=cls, minlength=k)
+        w_cls = np.bincount(inv, weights=np.where(cls, w, 0.0), minlength=k)
+        cycles[nm] = np.divide(w_cls, n_cls, out=np.zeros(k), where=n_cls > 0)
     cpus = _distinct_by(inv, k, ms.cpu[sel])
+    records = np.bincount(inv, minlength=k)
     out = []
-    for j in np.lexsort((-loads, -stores, -m))[:max_offsets]:
+    order = np.lexsort((-cnt["load"], -cnt["store"], -m))
+    # as perf's valid_hitm_or_store(): only rows that saw contention or stores
+    order = order[(m[order] > 0) | (cnt["store"][order] > 0)]
+    for j in order[:max_offsets]:
         first = sel[np.flatnonzero(inv == j)[0]]
-        out.append({
+        row = {
             "offset": int(uk[0, j]), "pid": int(uk[1, j]), "ip": int(np.int64(uk[2, j]).view(np.uint64)),
-            "symbol": str(symbols[first]) if symbols is not None else f"{int(ms.ip[first]):#x}", mode: int(m[j]), "pct_" + mode: 100.0 * m[j] / tot_m,
-            "stores": int(stores[j]), "pct_stores": 100.0 * stores[j] / tot_st, "loads": int(loads[j]),
-            "mean_load_latency": float(lw[j] / loads[j]) if loads[j] else 0.0, "cpus": int(cpus[j]),
+            "symbol": str(symbols[first]) if symbols is not None else f"{int(ms.ip[first]):#x}",
+            mode: int(m[j]), "pct_" + mode: 100.0 * m[j] / tot_m, "records": int(records[j]),
+            "stores": int(cnt["store"][j]), "pct_stores": 100.0 * cnt["store"][j] / (tot["store"] or 1),
+            "loads": int(cnt["load"][j]), "cpus": int(cpus[j]),
             "tids": sorted({int(t) for t in ms.tid[sel][inv == j]})[:8],
             "nodes": sorted({int(x) for x in node[sel][inv == j]} - {-1}),
-        })
+            "mean_load_latency": float(cycles["load"][j]),
+        }
+        for nm in ("rmt_hitm", "lcl_hitm", "rmt_peer", "lcl_peer", "st_l1hit", "st_l1miss", "st_na"):
+            row[nm] = int(cnt[nm][j])
+            row["pct_" + nm] = 100.0 * cnt[nm][j] / tot[nm] if tot[nm] else 0.0
+        for nm in ("rmt_hitm", "lcl_hitm", "rmt_peer", "lcl_peer", "load"):
+            row["cycles_" + nm] = float(cycles[nm][j])
+        out.append(row)
     return out
 
 
@@ -253,11 +279,17 @@ def format_c2c(res: C2CResult) -> str:
     out += ["", "=================================================",
             "      Shared Cache Line Distribution Pareto",
             "=================================================", ""]
+    rl = ("rmt_hitm", "lcl_hitm") if res.mode == "hitm" else ("rmt_peer", "lcl_peer")
+    head = ("RmtHitm", "LclHitm") if res.mode == "hitm" else ("RmtPeer", "LclPeer")
     for r in res.lines:
-        out.append(f"  #{r['index']}  cacheline {r['address']:#x}   {label} {r[res.mode]}  stores {r['store']}  loads {r['load']}")
-        out.append(f"    {'Offset':>6}  {label + ' %':>11}  {'Store %':>8}  {'Pid':>7}  {'Code address':>18}  {'Ld lat':>7}  {'CPUs':>4}  Symbol")
+        out.append(f"  #{r['index']}  cacheline {r['address']:#x}   {label} {r[res.mode]}  stores {r['store']}  "
+                   f"loads {r['load']}")
+        out.append(f"    {head[0]:>8} {head[1]:>8} {'L1 Hit':>8} {'L1 Miss':>8} {'N/A':>8}  {'Offset':>6}  {'Pid':>7}  "
+                   f"{'Code address':>18}  {'cyc rmt':>7} {'cyc lcl':>7} {'cyc ld':>7}  {'Records':>7}  {'CPUs':>4}  Symbol")
         for o in r["offsets"]:
-            out.append(f"    {o['offset']:#6x}  {o['pct_' + res.mode]:>10.2f}%  {o['pct_stores']:>7.2f}%  {o['pid']:>7}  "
-                       f"{o['ip']:#18x}  {o['mean_load_latency']:>7.1f}  {o['cpus']:>4}  {o['symbol']}")
+            out.append(f"    {o['pct_' + rl[0]]:>7.2f}% {o['pct_' + rl[1]]:>7.2f}% {o['pct_st_l1hit']:>7.2f}% "
+                       f"{o['pct_st_l1miss']:>7.2f}% {o['pct_st_na']:>7.2f}%  {o['offset']:#6x}  {o['pid']:>7}  "
+                       f"{o['ip']:#18x}  {o['cycles_' + rl[0]]:>7.0f} {o['cycles_' + rl[1]]:>7.0f} "
+                       f"{o['cycles_load']:>7.0f}  {o['records']:>7}  {o['cpus']:>4}  {o['symbol']}")
         out.append("")
     return "\n".join(out)
