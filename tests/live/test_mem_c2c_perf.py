@@ -127,9 +127,9 @@ def test_trace_event_totals_equal_perf(perf_bin, tmp_path):
         assert want and got and int(got.group(1)) == int(want.group(1)), name
 
 
-def _perf_pareto(perf_bin, path) -> dict[tuple[int, int, int], tuple]:
-    out = subprocess.run([perf_bin, "c2c", "report", "--stdio", "-i", str(path)], capture_output=True, text=True,
-                         timeout=120).stdout
+def _perf_pareto(perf_bin, path, mode="tot") -> dict[tuple[int, int, int], tuple]:
+    out = subprocess.run([perf_bin, "c2c", "report", "--stdio", "-d", mode, "-i", str(path)], capture_output=True,
+                         text=True, timeout=120).stdout
     pareto = out.split("Shared Cache Line Distribution Pareto", 1)[1]
     rows, line = {}, None
     for text in pareto.splitlines():
@@ -146,18 +146,36 @@ def _perf_pareto(perf_bin, path) -> dict[tuple[int, int, int], tuple]:
     return rows
 
 
-def test_pareto_offsets_equal_perf_c2c(perf_bin, tmp_path):
-    ms = _mixed_stream(seed=13)
+def _peer_stream(seed=17) -> MemSamples:
+    from pmuscope.memory.spe import spe_data_src
+
+    rng = np.random.default_rng(seed)
+    n = 1500
+    source = rng.choice(np.array([0x0, 0x8, 0x9, 0xA, 0xB, 0xC, 0xD, 0xE], np.uint64), n)
+    store = rng.random(n) < 0.3
+    line = rng.integers(0, 4, n)
+    ds = spe_data_src(np.ones(n, np.int8), store.astype(np.uint64), np.full(n, 0x16, np.uint64), source,
+                      np.ones(n, bool), np.full(n, 0x410FD0C0, np.uint64))
+    return MemSamples.from_columns(n, pid=np.full(n, 400), tid=400 + rng.integers(0, 2, n), cpu=rng.integers(0, 2, n),
+                                   ip=0x500000 + 4 * rng.integers(0, 12, n),
+                                   addr=0x7F0000020000 + 64 * line + 8 * rng.integers(0, 8, n), data_src=ds,
+                                   weight=rng.integers(4, 300, n))
+
+
+@pytest.mark.parametrize("mode", ["tot", "peer"])
+def test_pareto_offsets_equal_perf_c2c(perf_bin, tmp_path, mode):
+    ms = _mixed_stream(seed=13) if mode == "tot" else _peer_stream()
     path = tmp_path / "pareto.data"
     _write(path, ms)
-    perf = _perf_pareto(perf_bin, path)
-    res = c2c_analyze(load_mem_samples(path), mode="tot", top=1000, max_offsets=10_000)
+    perf = _perf_pareto(perf_bin, path, mode)
+    res = c2c_analyze(load_mem_samples(path), mode=mode, top=1000, max_offsets=10_000)
+    cls = ("rmt_hitm", "lcl_hitm") if mode == "tot" else ("rmt_peer", "lcl_peer")
     ours = {}
     for r in res.lines:
         for o in r["offsets"]:
-            pcts = tuple(round(o[k], 2) for k in ("pct_rmt_hitm", "pct_lcl_hitm", "pct_st_l1hit", "pct_st_l1miss",
+            pcts = tuple(round(o[k], 2) for k in (f"pct_{cls[0]}", f"pct_{cls[1]}", "pct_st_l1hit", "pct_st_l1miss",
                                                   "pct_st_na"))
-            cyc = tuple(o[k] for k in ("cycles_rmt_hitm", "cycles_lcl_hitm", "cycles_load"))
+            cyc = tuple(o[k] for k in (f"cycles_{cls[0]}", f"cycles_{cls[1]}", "cycles_load"))
             ours[(r["address"], o["offset"], o["ip"])] = (pcts, o["records"], cyc)
     assert perf and set(ours) == set(perf)
     for key, (pcts, records, cyc) in perf.items():
