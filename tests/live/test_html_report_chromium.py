@@ -6,7 +6,6 @@ timelines have one row per thread (and CPU) with the right counts."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -64,6 +63,18 @@ def _wait(browser, expr, timeout=10.0):
 def _visible_rows(browser):
     return browser.js("""[...document.querySelectorAll('#topbody tr')].filter(r => r.style.display !== 'none')
         .map(r => [...r.children].map(td => td.textContent))""")
+
+
+def _full_page_shot(browser, path):
+    browser.js("window.scrollTo(0, 0)")
+    height = browser.js("document.documentElement.scrollHeight")
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=min(int(height), 4000),
+                 deviceScaleFactor=1, mobile=False)
+    try:
+        time.sleep(0.2)
+        return browser.screenshot(path)
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
 
 
 def _center(browser, selector):
@@ -177,18 +188,46 @@ def test_html_report_in_chromium(recordings, browser, tmp_path, which):
     assert re.search(r": [\d,]+ samples at [\d.]+", browser.js("document.body.dataset.tip || ''"))
     assert browser.errors() == []
 
-    # full-page screenshots (the perf one, with per-CPU rows, is html_report.png)
-    browser.js("window.scrollTo(0, 0)")
-    height = browser.js("document.documentElement.scrollHeight")
-    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=min(int(height), 4000),
-                 deviceScaleFactor=1, mobile=False)
-    try:
-        time.sleep(0.2)
-        shot = browser.screenshot(str(tmp_path / f"{which}.png"))
-        assert os.path.getsize(shot) > 20000
-        os.makedirs(SHOT_DIR, exist_ok=True)
-        shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png" if which == "perf" else "html_report_pmuscope.png"))
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
+    # full-page screenshots
+    shot = _full_page_shot(browser, str(tmp_path / f"{which}.png"))
+    assert os.path.getsize(shot) > 20000
+    os.makedirs(SHOT_DIR, exist_ok=True)
+    shutil.copy(shot, os.path.join(SHOT_DIR, f"html_report_{which}.png"))
     assert browser.errors() == []
-    json.dumps(summ)  # the summary values are plain data
+
+
+def test_html_report_lost_markers_in_chromium(browser, tmp_path):
+    """A system-wide perf recording into a one-page ring at a 20 us cpu-clock
+    period loses records; their times are marked on the timelines."""
+    perf = shutil.which("perf")
+    if not perf:
+        pytest.skip("Linux perf is not installed")
+    path = str(tmp_path / "lossy.data")
+    subprocess.run([perf, "record", "-q", "-m", "1", "-e", "cpu-clock", "-c", "20000", "-g", "-a", "-o", path, "--",
+                    *WORKLOAD], check=True, capture_output=True, timeout=120)
+    p = load_profile(path)
+    if not p.lost:
+        pytest.skip("this run lost no samples (the ring kept up); nothing to mark")
+    page = write_report_html(path, str(tmp_path / "lossy.html"))
+    browser.open(page)
+    _wait(browser, "document.body.dataset.ready === '1' && document.body.dataset.flameReady === '1'")
+    assert browser.errors() == []
+    assert int(browser.js("document.querySelector('#summaryList dd[data-key=lost]').dataset.value")) == p.lost
+    marks = browser.js("pmuscopeReport.timeline.lost")
+    untimed = browser.js("pmuscopeReport.timeline.lost_untimed")
+    assert marks and sum(m[1] for m in marks) + untimed == p.lost
+    assert int(browser.js("document.querySelector('.tl-lost').dataset.total")) == sum(m[1] for m in marks)
+    # the marker is drawn: the lost row's canvas is red at the first marker's bucket
+    red = browser.js(f"""(() => {{ const c = document.querySelector('.tl-lost canvas'); const g = c.getContext('2d');
+        const x = Math.floor(({marks[0][0]} + 0.5) * c.width / pmuscopeReport.timeline.nbins);
+        const px = g.getImageData(x, Math.floor(c.height * 0.7), 1, 1).data; return [px[0], px[1], px[2], px[3]]; }})()""")
+    assert red[0] > 150 and red[1] < 100 and red[3] > 0, red
+    # one row per CPU, totals as recorded
+    cpus, counts = np.unique(p.cpu, return_counts=True)
+    crow = browser.js("[...document.querySelectorAll('#cpus .tl-row')].map(r => [+r.dataset.key, +r.dataset.total])")
+    assert crow == [[int(c), int(n)] for c, n in zip(cpus, counts)]
+    shot = _full_page_shot(browser, str(tmp_path / "lossy.png"))
+    assert os.path.getsize(shot) > 20000
+    os.makedirs(SHOT_DIR, exist_ok=True)
+    shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png"))
+    assert browser.errors() == []

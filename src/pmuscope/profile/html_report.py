@@ -347,6 +347,11 @@ def report_data(p: Profile, lost: LostEvents | None = None, features: dict | Non
         "total_period": p.total_period,
         "lost": int(p.lost),
         "lost_records": int(len(lost)),
+        # perf >= 6.0 also writes LOST_SAMPLES records (PERF_FORMAT_LOST read at the end, time 0) that
+        # count the same ring-buffer drops as LOST records: show both kinds
+        "lost_by_kind": {name: [int(lost.lost[lost.kind == int(k)].sum()), int((lost.kind == int(k)).sum())]
+                         for name, k in (("LOST", R.LOST), ("LOST_SAMPLES", R.LOST_SAMPLES))
+                         if (lost.kind == int(k)).any()},
         "duration_s": dur,
         "nr_cpus_online": features.get("nr_cpus_online"),
         "nr_cpus_available": features.get("nr_cpus_available"),
@@ -480,7 +485,7 @@ const items = [
   ["Recorded by", "recorder", S.recorder || "n/a"],
   ["Event(s)", "events", S.events.join(", ")],
   ["Samples", "samples", fmt(S.samples) + (S.events.length > 1 ? " (" + Object.entries(S.samples_per_event).map(e => e[0] + ": " + fmt(e[1])).join(", ") + ")" : "")],
-  ["Lost samples", "lost", fmt(S.lost) + (S.lost_records ? " in " + fmt(S.lost_records) + " LOST records" : "")],
+  ["Lost samples", "lost", fmt(S.lost) + (S.lost_records ? " (" + Object.entries(S.lost_by_kind).map(e => "PERF_RECORD_" + e[0] + ": " + fmt(e[1][0]) + " in " + fmt(e[1][1]) + " records").join(", ") + ")" : "")],
   ["Duration", "duration_s", S.duration_s === null ? "n/a" : S.duration_s.toFixed(3) + " s"],
   ["CPUs", "nr_cpus_online", S.nr_cpus_online === null || S.nr_cpus_online === undefined ? "n/a" : S.nr_cpus_online + " online / " + S.nr_cpus_available + " available"],
   ["Threads", "threads", fmt(S.threads)],
@@ -635,7 +640,7 @@ if (!TL.available){
   lc.addEventListener("mouseleave", () => { tip.style.display = "none"; });
   const span = (TL.t1 - TL.t0) / 1e6;
   $("axis").innerHTML = [0, 0.25, 0.5, 0.75, 1].map(f => "<span>" + (span * f).toFixed(span < 10 ? 2 : 0) + " ms</span>").join("");
-  if (TL.lost_untimed) $("threadsNote").textContent += " " + fmt(TL.lost_untimed) + " lost samples have no time and are not marked.";
+  if (TL.lost_untimed) $("threadsNote").textContent += " " + fmt(TL.lost_untimed) + " lost samples carry no time (records written at the end) and are not marked.";
 }
 function redraw(){ for (const c of document.querySelectorAll("#timelines canvas")) if (c.__draw) c.__draw(); }
 window.addEventListener("resize", redraw);
