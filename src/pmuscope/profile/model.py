@@ -142,7 +142,7 @@ class Profile:
 
     Call stacks: ``stack`` holds frame ids, leaf first (callee to caller, the
     kernel's order without its PERF_CONTEXT_* markers); sample i's stack is
-    ``stack[stack_offsets[i]:stack_offsets[i+1]]``. Empty when no call chains
+    ``stack[stack_offsets[i]:stack_offsets[i+1]]`` (int32 frame ids). Empty when no call chains
     were recorded (``has_callchain`` False).
 
     Frames (arrays indexed by frame id): ``frame_ip`` (the address),
@@ -771,6 +771,7 @@ class ProfileBuilder:
         else:
             all_ips, all_k, all_pid = c["ip"], kernel_ip, c["pid"]
         fids = self._frames_for(all_pid, all_ips, all_k)
+        fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
         out["leaf"].append(fids[:leaf_n])
         if "cc" in p.flat:
             out["stack"].append(fids[leaf_n:])
@@ -803,8 +804,8 @@ class ProfileBuilder:
             pid=_grow(o["pid"], np.int64), tid=_grow(o["tid"], np.int64), cpu=_grow(o["cpu"], np.int32),
             time=_grow(o["time"], np.uint64), period=_grow(o["period"], np.uint64),
             event=_grow(o["event"], np.int16), comm=_grow(o["comm"], np.int32), ip=_grow(o["ip"], np.uint64),
-            cpumode=_grow(o["cpumode"], np.uint8), leaf=_grow(o["leaf"], np.int64),
-            stack=_grow(o["stack"], np.int64), stack_offsets=offsets,
+            cpumode=_grow(o["cpumode"], np.uint8), leaf=_grow(o["leaf"], np.int32),
+            stack=_grow(o["stack"], np.int32), stack_offsets=offsets,
             frame_ip=_grow(f["ip"], np.uint64), frame_addr=_grow(f["addr"], np.uint64),
             frame_dso=_grow(f["dso"], np.int32), frame_sym=_grow(f["sym"], np.int64),
             frame_off=_grow(f["off"], np.uint64), frame_kernel=_grow(f["kernel"], bool),
