@@ -195,3 +195,54 @@ def test_observe_cli_json(tmp_path):
     assert s["samples"] == 201 and s["path"] in ("read", "native")
     lines = out.read_text().splitlines()
     assert lines[0].startswith("start_ns,end_ns,period_ns,task-clock") and len(lines) == 201
+
+
+@pytest.mark.parametrize("ext", ["csv", "npz", "parquet"])
+def test_series_written_in_every_format(tmp_path, ext):
+    from pmuscope.observe import write_series
+
+    if ext == "parquet":
+        pytest.importorskip("pyarrow")
+    res = Observer([TASK_CLOCK, CS], tid=threading.get_native_id(), rate_hz=200, duration=0.1, loop="python").run()
+    path = write_series(res, str(tmp_path / f"series.{ext}"))
+    cols = res.deltas()
+    if ext == "npz":
+        data = np.load(path)
+        assert set(cols) == set(data.files)
+        assert np.array_equal(data["task-clock"], cols["task-clock"])
+    elif ext == "parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        assert table.column_names == list(cols)
+        assert table.column("period_ns").to_pylist() == cols["period_ns"].tolist()
+        assert b"pmuscope" in table.schema.metadata
+    else:
+        rows = open(path).read().splitlines()
+        assert len(rows) == len(cols["start_ns"]) + 1
+
+
+def test_default_region_recorder_with_parsed_events():
+    """The public path: pmuscope.region() with the default events, as a user calls it."""
+    import pmuscope
+    from pmuscope.observe import regions
+
+    regions.default.reset()
+    with pmuscope.region("outer"):
+        for _ in range(2):
+            with pmuscope.region("inner"):
+                spin_cpu(0.005)
+    stats = {s.name: s for s in regions.stats()}
+    assert stats["outer"].calls == 1 and stats["inner"].calls == 2
+    # task-clock always opens; the hardware events open where a PMU exists, else are named
+    assert "task-clock" in regions.default.events
+    assert stats["inner"].counts["task-clock"] >= 8_000_000
+    if hardware_pmu_reason() is None:
+        assert "instructions:u" in regions.default.events
+        assert stats["outer"].counts["instructions:u"] >= stats["inner"].counts["instructions:u"] > 0
+    else:
+        assert "instructions:u" in regions.default.unavailable
+    pd = pytest.importorskip("pandas")
+    df = regions.to_dataframe()
+    assert isinstance(df, pd.DataFrame) and set(df["region"]) == {"outer", "inner"}
+    assert "task-clock" in regions.table()
