@@ -5,18 +5,28 @@ against a back end that is down."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 
+import pytest
+
 from pmuscope.profile import build_report, load_profile
 
 from ..unit.pprof_schema import decode
-from ..unit.test_record_push import Ingest, closed_port, profile_part  # noqa: F401  (fixture)
+from ..unit.test_record_push import Ingest, profile_part
 
 WORKLOAD = [sys.executable, "-m", "pmuscope.workloads", "busy", "0.3"]
 # a workload that burns CPU, then exits with status 3
 EXIT3 = [sys.executable, "-c", "import sys, time\nt = time.time()\nwhile time.time() - t < 0.3: pass\nsys.exit(3)"]
+
+
+@pytest.fixture()
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens here once closed
 
 
 def _record(args, timeout=120):
@@ -50,7 +60,7 @@ def test_record_push_delivers_the_recording(tmp_path):
         srv.stop()
 
 
-def test_record_push_backend_down_keeps_exit_status(tmp_path, closed_port):  # noqa: F811
+def test_record_push_backend_down_keeps_exit_status(tmp_path, closed_port):
     out = str(tmp_path / "down.data")
     t = time.monotonic()
     res = _record(["-e", "cpu-clock", "-o", out, "--push", f"http://127.0.0.1:{closed_port}", "--push-timeout", "2",

@@ -141,6 +141,11 @@ def test_report_of_a_file_with_lost_records(tmp_path):
     d2 = _data(render_report_html(p2, nbins=299))
     assert d2["timeline"]["lost"] == [[100, 17, 1], [250, 5, 1]]
     assert d2["summary"]["samples"] == 300 and d2["summary"]["host"] == "testhost"
+    # a filtered Profile (what `report --html` with --tid/--cpu gives) reports only its samples
+    out2 = write_report_html(p2.filter(tids=[8]), str(tmp_path / "tid8.html"), nbins=299)
+    d3 = _data(open(out2, encoding="utf-8").read())
+    assert d3["summary"]["samples"] == 100 and d3["timeline"]["threads"]["keys"] == [8]
+    assert d3["top"]["rows"][0][3] == "worker" and d3["top"]["rows"][0][0] == pytest.approx(100.0)
 
 
 def test_top_table_rows_and_cap(tmp_path):

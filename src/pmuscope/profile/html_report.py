@@ -107,11 +107,10 @@ def load_for_report(path: str, *, kernel_symbols: bool | None = None) -> tuple[P
     """Read a perf.data file once: ``(Profile, LostEvents, header features by
     name)``. Same reading path as :func:`~pmuscope.profile.load_profile`."""
     from ..perfdata import PerfDataFile
-    from ..records import AttrTable
+    from ..records import AttrTable, RecordSource
     from ..symbols import Symbolizer
     from ._fastload import RoundSource, load_kernel_symbols, plain_data_chunks
     from .model import _same_kernel, build_profile
-    from ..records import RecordSource
 
     if path != "-" and not os.path.exists(path):
         raise PmuscopeError(f"{path} does not exist: record one with `pmuscope record` (or perf record) first")
@@ -250,8 +249,8 @@ def lost_markers(lost: LostEvents, t0: int, t1: int, nbins: int = MAX_BINS) -> l
     return [[int(x), int(y), int(z)] for x, y, z in zip(ub.tolist(), tot.tolist(), recs.tolist())]
 
 
-def _rle(counts: np.ndarray) -> list[int]:
-    """A row of counts as a flat list (plain ints; JSON-friendly)."""
+def _ints(counts: np.ndarray) -> list[int]:
+    """A row of counts as plain ints (JSON-friendly)."""
     return counts.astype(np.int64).tolist()
 
 
@@ -285,14 +284,14 @@ def timeline_data(p: Profile, lost: LostEvents, features: dict | None = None, *,
                            "bin_ns": max(t1 - t0, 1) / nbins}
     th = bin_rows(p.time, p.tid, t0, t1, nbins, max_rows)
     out["threads"] = {"keys": th["keys"].tolist(), "labels": thread_labels(p, th["keys"]),
-                      "totals": th["totals"].tolist(), "counts": [_rle(c) for c in th["counts"]],
+                      "totals": th["totals"].tolist(), "counts": [_ints(c) for c in th["counts"]],
                       "hidden_rows": th["hidden_rows"], "hidden_samples": th["hidden_samples"]}
     if p.has_cpu and (p.cpu >= 0).any():
         cp = bin_rows(p.time, p.cpu.astype(np.int64), t0, t1, nbins, max_rows)
         keys = cp["keys"]
         o = np.argsort(keys, kind="stable")  # CPUs read best in CPU order
         out["cpus"] = {"keys": keys[o].tolist(), "labels": [f"CPU {c}" for c in keys[o].tolist()],
-                       "totals": cp["totals"][o].tolist(), "counts": [_rle(cp["counts"][i]) for i in o.tolist()],
+                       "totals": cp["totals"][o].tolist(), "counts": [_ints(cp["counts"][i]) for i in o.tolist()],
                        "hidden_rows": cp["hidden_rows"], "hidden_samples": cp["hidden_samples"]}
     else:
         out["cpus"] = None
@@ -406,8 +405,10 @@ def render_report_html(profile_or_path: Profile | str | os.PathLike, *, title: s
             .replace("__DATA__", payload))
 
 
-def write_report_html(path_in: str | os.PathLike, path_out: str | os.PathLike, **kwargs) -> str:
-    """Render the report of the perf.data ``path_in`` into ``path_out``; returns ``path_out``."""
+def write_report_html(path_in: Profile | str | os.PathLike, path_out: str | os.PathLike, **kwargs) -> str:
+    """Render the report of the perf.data ``path_in`` (or of a loaded, maybe
+    filtered, :class:`~pmuscope.profile.Profile`) into ``path_out``; returns
+    ``path_out``. Keyword arguments as :func:`render_report_html`."""
     text = render_report_html(path_in, **kwargs)
     out = os.fspath(path_out)
     try:
