@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     d = os.path.dirname(os.path.abspath(data_path))
     if not os.path.isdir(d):
         raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
-    rec = Recorder(",".join(args.event) or None, freq=args.freq or 4000, period=args.count,
+    rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)
     interrupted = []
