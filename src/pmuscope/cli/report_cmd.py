@@ -41,6 +41,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--folded", metavar="FILE", help="also write folded stacks to FILE ('-' for stdout, no table)")
     p.add_argument("--flamegraph", metavar="FILE.html", help="also write an HTML flame graph to FILE.html")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (summary, top table, "
+                   "flame graph, per-thread and per-CPU timelines, lost-sample markers)")
     p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
     add_filter_options(p)
 
@@ -93,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     _time_range(args.time)  # bad options fail before the file is read
     prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
     prof = apply_filters(prof, args)
+    if args.html:
+        from ..profile.html_report import write_report_html
+
+        print(f"pmuscope report: HTML report written to {write_report_html(prof, args.html)}", file=sys.stderr)
     folded = None
     if args.folded or args.flamegraph:
         folded = folded_stacks(prof)
