@@ -75,7 +75,7 @@ def _time_range(text: str | None):
 def apply_filters(p, args):
     cpus = None
     if getattr(args, "cpu", None):
-        from ..events.pmu import parse_cpulist
+        from ..system import parse_cpulist
 
         try:
             cpus = parse_cpulist(args.cpu)

@@ -35,6 +35,7 @@ from ..kernel.ring import PAGE_SIZE, RingBuffer
 from ..kernel.syscall import PerfEventFd
 from ..perfdata import synth as _pd_synth
 from . import synthesize as _synth
+from ..system import online_cpus, parse_cpulist
 
 S = abi.PerfSample
 
@@ -79,28 +80,6 @@ def default_event(sysfs_root: str = "/sys") -> str:
                 pass
     _default_event_cache[sysfs_root] = name
     return name
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """``0-3,6`` -> ``[0, 1, 2, 3, 6]`` (the kernel's cpulist format)."""
-    out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        a, b = int(lo), int(hi) if hi else int(lo)
-        if b < a:
-            raise ValueError(f"range {part!r} runs backwards")
-        out.extend(range(a, b + 1))
-    return sorted(set(out))
-
-
-def _online_cpus(sysfs_root: str = "/sys") -> list[int]:
-    try:
-        with open(os.path.join(sysfs_root, "devices/system/cpu/online")) as f:
-            return parse_cpulist(f.read().strip())
-    except OSError:
-        return list(range(os.cpu_count() or 1))
 
 
 @dataclass
@@ -220,7 +199,7 @@ class Recorder:
                 cpus = parse_cpulist(cpus)
             except ValueError as err:
                 raise errors.PmuscopeError(f"bad CPU list {cpus!r}: {err}") from None
-        online = _online_cpus(sysfs_root)
+        online = online_cpus(sysfs_root)
         if cpus is not None:
             bad = sorted(set(cpus) - set(online))
             if bad:
