@@ -3,6 +3,8 @@
     pmuscope spe --dump --raw spe.data            # packets, as `perf report -D` prints them
     pmuscope spe --raw spe.data -o out --format csv   # spe-parser style ldst/br/other tables
     pmuscope spe -i perf.data -o out               # AUXTRACE chunks of a perf.data file
+    pmuscope spe -i perf.data -o out --symbols     # + symbol/dso columns from the MMAP side band
+    pmuscope spe --raw spe.data --symbols --pid 1234 -o out   # a live process's /proc/PID/maps
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nobr", action="store_true", help="skip the branch table")
     parser.add_argument("--noother", action="store_true", help="skip the other table")
     parser.add_argument("--strict", action="store_true", help="fail on the first undecodable byte instead of skipping it as perf does")
-    parser.add_argument("-s", "--symbols", action="store_true", help="resolve PCs to symbols (not available yet)")
+    parser.add_argument("-s", "--symbols", action="store_true",
+                        help="resolve PCs (and branch targets, data addresses) to symbol+offset, dso and data object "
+                             "columns appended to the tables, from the perf.data MMAP side band and the CONTEXT pid")
+    parser.add_argument("--pid", type=int, help="with --symbols: the process of records without CONTEXT; with --raw, "
+                                               "the live process whose /proc/PID/maps names every user-space PC")
 
 
 def _read(path: str):
@@ -56,6 +62,13 @@ def _chunks(args, path: str):
     """(cpu, midr, data, header line or None) per SPE buffer in the input."""
     if args.raw:
         yield args.cpu, args.midr, _read(path), None
+        return
+    if args.symbols:  # chunk offsets tell the symbolizer how much side band precedes each
+        from ..spe.symbols import iter_spe_chunks_at
+
+        for off, cpu, midr, data, header in iter_spe_chunks_at(path, midr=args.midr or None):
+            args._symbolizer.advance(off)
+            yield cpu, midr, data, header
         return
     try:
         from ..spe.perfdata import iter_spe_chunks
@@ -76,6 +89,21 @@ class _Summary:
         self.first_bad: int | None = None
         self.trailing: list[int] = []
         self.tot_lat: list = []
+        self.symbols: dict[str, int] = {}
+
+    def add_symbols(self, syms) -> None:
+        import numpy as np
+
+        sym = syms["symbol"]
+        have = sym != ""
+        if not have.any():
+            return
+        key = sym[have] + "\x1f" + syms["dso"][have]
+        u, counts = np.unique(key, return_counts=True)
+        for k, c in zip(u.tolist(), counts.tolist()):
+            s, d = k.split("\x1f", 1)
+            name = f"{s.rsplit('+0x', 1)[0]} ({d})"
+            self.symbols[name] = self.symbols.get(name, 0) + c
 
     def add(self, recs) -> None:
         self.records += len(recs)
@@ -106,6 +134,29 @@ class _Summary:
             out.write(f"  {self.dropped} partial record(s) dropped after bad bytes\n")
         for off in self.trailing:
             out.write(f"  unterminated record at offset {off:#x} ignored\n")
+        if self.symbols:
+            out.write("  top PCs by symbol:\n")
+            top = sorted(self.symbols.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+            for name, c in top:
+                out.write(f"  {c:>10}  {100.0 * c / max(self.records, 1):6.2f}%  {name}\n")
+
+
+def _symbolizer(args, path: str):
+    """The SpeSymbolizer for --symbols (kept on ``args`` for the chunk reader)."""
+    from ..spe.symbols import SpeSymbolizer
+
+    if args.raw:
+        if args.pid is None:
+            raise PmuscopeError(
+                "--symbols with --raw needs --pid PID: a bare SPE buffer has no MMAP side band, so user-space PCs "
+                "can only be named from the /proc/PID/maps of the live process that wrote it")
+        sym = SpeSymbolizer.for_pid(args.pid)
+    else:
+        if not os.path.exists(path):
+            raise PmuscopeError(f"cannot read {path}: no such file")
+        sym = SpeSymbolizer.for_perf_data(path, pid=args.pid)
+    args._symbolizer = sym
+    return sym
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,11 +167,12 @@ def run(args: argparse.Namespace) -> int:
     path = args.input or args.file
     if not path:
         raise PmuscopeError("no input: give a perf.data file, or --raw and a bare SPE buffer")
-    if args.symbols:
-        raise PmuscopeError("--symbols is not available yet; the tables carry raw PCs (hex) to resolve later")
+    if args.pid is not None and not args.symbols:
+        raise PmuscopeError("--pid only names the process for --symbols; add --symbols (or drop --pid)")
+    symbolizer = _symbolizer(args, path) if args.symbols else None
     out = sys.stdout
     which = [n for n, skip in (("ldst", args.noldst), ("br", args.nobr), ("other", args.noother)) if not skip]
-    writer = TableWriter(args.output, args.prefix, args.format, which) if args.output else None
+    writer = TableWriter(args.output, args.prefix, args.format, which, symbols=bool(symbolizer)) if args.output else None
     summary = _Summary()
     decode = bool(writer) or not args.dump or args.strict
     try:
@@ -139,8 +191,11 @@ def run(args: argparse.Namespace) -> int:
                 summary.add(recs)
                 if recs.trailing_offset >= 0:
                     summary.trailing.append(recs.trailing_offset)
+                syms = symbolizer.columns(recs) if symbolizer else None
+                if syms is not None and not writer:
+                    summary.add_symbols(syms)
                 if writer:
-                    writer.write(recs)
+                    writer.write(recs, syms)
     finally:
         written = writer.close() if writer else {}
     if writer:
@@ -150,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
             print("no SPE records found", file=sys.stderr)
     elif not args.dump:
         summary.write(out)
+    if symbolizer is not None and symbolizer.kernel_note:
+        print(f"note: {symbolizer.kernel_note}", file=sys.stderr)
     if summary.bad:
         print(
             f"warning: {summary.bad} undecodable byte(s) skipped, the first at offset {summary.first_bad:#x} "

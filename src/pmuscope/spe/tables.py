@@ -22,7 +22,7 @@ from ..errors import require
 from .packets import COMMON_EVENTS, N1_EVENTS, is_midr_n1
 from .records import SpeRecords
 
-__all__ = ["LDST_COLS", "BRANCH_COLS", "OTHER_COLS", "spe_parser_tables", "write_tables", "TableWriter", "DATASOURCE_NAMES"]
+__all__ = ["LDST_COLS", "BRANCH_COLS", "OTHER_COLS", "SYMBOL_COLS", "spe_parser_tables", "write_tables", "TableWriter", "DATASOURCE_NAMES"]
 
 LDST_COLS = [
     "cpu", "op", "pc", "el", "atomic", "excl", "ar", "subclass", "sve_evl", "sve_pred", "sve_sg",
@@ -39,6 +39,8 @@ OTHER_COLS = [
 #: column -> kind: "i" int, "b" bool, "s" string (spe-parser's schema types)
 COLUMN_KIND = {
     **{c: "s" for c in ("op", "pc", "subclass", "event", "vaddr", "paddr", "data_source", "context", "br_tgt", "pbt")},
+    # symbol columns: strings quoted in CSV when they hold a comma (C++ argument lists)
+    **{c: "q" for c in ("symbol", "dso", "data_object", "br_tgt_symbol", "br_tgt_dso")},
     **{c: "b" for c in ("atomic", "excl", "ar", "sve_pred", "sve_sg", "sve_fp", "condition", "indirect")},
     **{c: "i" for c in ("cpu", "el", "sve_evl", "issue_lat", "total_lat", "xlat_lat", "br_tgt_lvl", "pbt_lvl", "ts")},
 }
@@ -50,6 +52,12 @@ DATASOURCE_NAMES = {0: "L1D", 8: "L2D", 9: "PEER-CPU", 10: "LOCAL-CLUSTER", 11: 
 _OTHER_EXCLUDED_EVENTS = {"REMOTE-ACCESS", "LLC-REFILL", "LLC-ACCESS", "TLB-REFILL", "TLB-ACCESS", "L1D-REFILL", "L1D-ACCESS"}
 
 TABLE_COLS = {"ldst": LDST_COLS, "br": BRANCH_COLS, "other": OTHER_COLS}
+#: columns ``--symbols`` appends after spe-parser's (see :mod:`pmuscope.spe.symbols`)
+SYMBOL_COLS = {
+    "ldst": ["symbol", "dso", "data_object"],
+    "br": ["symbol", "dso", "br_tgt_symbol", "br_tgt_dso"],
+    "other": ["symbol", "dso"],
+}
 
 
 def _event_tokens(payload: int, n1: bool) -> list[str]:
@@ -104,11 +112,14 @@ def _sme_ets(v: np.ndarray) -> np.ndarray:
     return 128 << ((((v >> 4) & 7) << 1) | ((v >> 2) & 1))
 
 
-def spe_parser_tables(recs: SpeRecords, which: Sequence[str] = ("ldst", "br", "other")) -> dict[str, dict[str, list | np.ndarray]]:
+def spe_parser_tables(recs: SpeRecords, which: Sequence[str] = ("ldst", "br", "other"),
+                      symbols: dict[str, np.ndarray] | None = None) -> dict[str, dict[str, list | np.ndarray]]:
     """Split records into spe-parser's tables: ``{"ldst"|"br"|"other": {column: values}}``.
 
     Records without an operation-type packet belong to no table (spe-parser
-    logs them as invalid and skips them).
+    logs them as invalid and skips them). ``symbols`` (per-record columns from
+    :meth:`pmuscope.spe.symbols.SpeSymbolizer.columns`) appends
+    :data:`SYMBOL_COLS` after spe-parser's columns.
     """
     M56 = np.uint64((1 << 56) - 1)
     evfmt = _EventFormatter()
@@ -192,12 +203,23 @@ def spe_parser_tables(recs: SpeRecords, which: Sequence[str] = ("ldst", "br", "o
             t["sve_fp"] = (sve | sme) & ((v & 0x02) != 0)
             t["condition"] = other & ((v & 0x01) != 0)
         out[name] = {c: t[c] for c in TABLE_COLS[name]}
+        if symbols is not None:
+            for c in SYMBOL_COLS[name]:
+                out[name][c] = symbols[c][sel].tolist()
     return out
+
+
+def _csv_quote(x: str) -> str:
+    if "," in x or '"' in x or "\n" in x:
+        return '"' + x.replace('"', '""') + '"'
+    return x
 
 
 def _csv_cell(kind: str):
     if kind == "b":
         return lambda x: "true" if x else "false"
+    if kind == "q":
+        return _csv_quote
     return str
 
 
@@ -234,9 +256,12 @@ class TableWriter:
     batch by batch (CSV as spe-parser writes it: quoted header, unquoted
     values, ``true``/``false``; Parquet gzip-compressed). Files are created at
     their first row, so tables without rows are skipped, as spe-parser does.
+    With ``symbols=True`` every :meth:`write` takes the per-record symbol
+    columns and the files get :data:`SYMBOL_COLS` after spe-parser's columns.
     """
 
-    def __init__(self, outdir: str, prefix: str = "spe", fmt: str = "csv", which: Sequence[str] = ("ldst", "br", "other")) -> None:
+    def __init__(self, outdir: str, prefix: str = "spe", fmt: str = "csv", which: Sequence[str] = ("ldst", "br", "other"),
+                 symbols: bool = False) -> None:
         if fmt not in ("csv", "parquet"):
             raise ValueError(f"unknown SPE table format {fmt!r}: use csv or parquet")
         if fmt == "parquet":
@@ -246,10 +271,13 @@ class TableWriter:
         self._open: dict[str, object] = {}
         self.written: dict[str, str] = {}
         self.rows: dict[str, int] = {name: 0 for name in self.which}
+        self.symbols = symbols
 
-    def write(self, recs: SpeRecords) -> None:
-        for name, table in spe_parser_tables(recs, self.which).items():
-            cols = TABLE_COLS[name]
+    def write(self, recs: SpeRecords, symbols: dict[str, np.ndarray] | None = None) -> None:
+        if self.symbols and symbols is None:
+            raise ValueError("TableWriter(symbols=True).write needs the records' symbol columns")
+        for name, table in spe_parser_tables(recs, self.which, symbols if self.symbols else None).items():
+            cols = TABLE_COLS[name] + SYMBOL_COLS[name] if self.symbols else TABLE_COLS[name]
             nrows = len(table["cpu"])
             if not nrows:
                 continue
