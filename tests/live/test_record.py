@@ -20,6 +20,9 @@ from pmuscope.records import Comm, Mmap2, SampleBatch
 from pmuscope.sampling import Recorder, read_format
 
 BUSY = [sys.executable, "-m", "pmuscope.workloads", "busy"]
+#: a fixed amount of CPU work (~0.6 s here): cpu-clock samples follow the task's CPU time,
+#: so unlike a wall-clock busy loop the count does not drop when the machine is loaded
+WORK = [sys.executable, "-m", "pmuscope.workloads", "iterations", "40000"]
 PMUSCOPE = [sys.executable, "-m", "pmuscope"]
 
 
@@ -79,7 +82,7 @@ def our_top_symbol(path) -> tuple[str, int]:
 @pytest.fixture(scope="module")
 def busy_file(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rec")
-    out, proc = record(tmp, "-e", "cpu-clock", "-F", "2000", "-g", "--", *BUSY, "0.5")
+    out, proc = record(tmp, "-e", "cpu-clock", "-F", "2000", "-g", "--", *WORK)
     return out, proc
 
 
@@ -88,7 +91,7 @@ def test_summary_and_our_reader(busy_file):
     m = re.search(r"Captured and wrote ([\d.]+) MB (\S+) \((\d+) samples\)", proc.stderr)
     assert m, proc.stderr
     n = int(m.group(3))
-    assert 500 <= n <= 4000  # ~0.5 s at 2 kHz plus interpreter start-up
+    assert 500 <= n <= 4000  # ~0.6 s of CPU at 2 kHz plus interpreter start-up
     f = PerfDataFile(str(out))
     assert f.sample_counts() == [n]
     assert f.event_names == ["cpu-clock"]
