@@ -131,9 +131,11 @@ def _parse_core(data: bytes):
         addr = (addr << np.uint64(4)) | digits[:, k].astype(np.uint64)
     if not addr.any():
         return None  # kptr_restrict: the general path explains why
-    tab = np.zeros(len(arr) + 1, dtype=np.int64)
-    np.cumsum(arr == 9, out=tab[1:])
-    has_mod = tab[ends] - tab[starts] > 0
+    # a line with a tab names its module: the first tab at or after its start lies before its end
+    tabs = np.flatnonzero(arr == 9)
+    nxt_tab = np.searchsorted(tabs, starts)
+    has_mod = nxt_tab < len(tabs)
+    has_mod[has_mod] = tabs[nxt_tab[has_mod]] < ends[has_mod]
     module_lines = [data[s:e] for s, e in zip(starts[has_mod].tolist(), ends[has_mod].tolist())]
     keep = ~has_mod & _KEEP[arr[starts + 17]] & (addr != 0)
     a = addr[keep]

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .._np import uniq, uniq_first, uniq_inv  # noqa: F401  (re-exported for the profile modules)
 from ..kernel import abi
 from ..records import AttrTable, DecodeStats, RecordSource, SampleBatch
 from ..symbols import Symbolizer
@@ -45,40 +46,6 @@ _STATE_RECORDS = (R.MMAP, R.MMAP2, R.COMM, R.FORK, R.KSYMBOL)  # cache key of ke
 
 #: perf's one-letter privilege level of a frame, by PERF_RECORD_MISC_CPUMODE
 LEVEL_CHAR = {0: "?", 1: "k", 2: ".", 3: "H", 4: "g", 5: "u"}
-
-
-def uniq(a: np.ndarray) -> np.ndarray:
-    """Sorted unique values (sort based: numpy's hash-based ``np.unique`` is
-    several times slower on large integer arrays)."""
-    a = np.asarray(a)
-    if len(a) == 0:
-        return a.copy()
-    s = np.sort(a)
-    flag = np.empty(len(s), dtype=bool)
-    flag[0] = True
-    np.not_equal(s[1:], s[:-1], out=flag[1:])
-    return s[flag]
-
-
-def uniq_inv(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(unique values, index of each element in them)``."""
-    u = uniq(a)
-    return u, np.searchsorted(u, a).astype(np.int64, copy=False)
-
-
-def uniq_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(unique values, index of the first occurrence of each, inverse)``."""
-    a = np.asarray(a)
-    order = np.argsort(a, kind="stable")
-    s = a[order]
-    flag = np.empty(len(s), dtype=bool)
-    if len(s):
-        flag[0] = True
-        np.not_equal(s[1:], s[:-1], out=flag[1:])
-    ids = np.cumsum(flag) - 1
-    inv = np.empty(len(a), dtype=np.int64)
-    inv[order] = ids
-    return s[flag], order[flag], inv
 
 
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:

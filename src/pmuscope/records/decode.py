@@ -146,8 +146,11 @@ def _follow_chain(cand: np.ndarray, nxt: np.ndarray, end: int) -> np.ndarray | N
     succ = np.where(hit, pos, np.where(nxt == end, m, m + 1))
     jump = np.concatenate([succ, [m, m + 1]])  # END and DEAD are fixed points
     path = np.zeros(1, dtype=np.int64)
+    on_path = np.zeros(m + 2, dtype=bool)
+    on_path[0] = True
     while True:
-        grown = np.union1d(path, jump[path])
+        on_path[jump[path]] = True
+        grown = np.flatnonzero(on_path)
         if len(grown) == len(path):
             break
         path = grown

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import errors
+from .._np import uniq
 from ..kernel import abi
 from .attrs import AttrEntry, AttrTable
 from .types import parse_read_format
@@ -681,7 +682,7 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
                 offs, sizes, w, e, ai = offs[keep], sizes[keep], w[keep], e[keep], ai[keep]
                 n = len(offs)
         out = _Cols(n)
-        groups = np.unique(ai) if len(attrs.entries) > 1 else np.zeros(1, dtype=np.int32)
+        groups = uniq(ai) if len(attrs.entries) > 1 else np.zeros(1, dtype=np.int32)
         try:
             for g in groups:
                 if len(groups) == 1:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .demangle import demangle as _demangle
+from .._np import uniq, uniq_inv
 from ..errors import FormatError, ProcessGoneError
 from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso, shared_cache
 from .kernel import KERNEL_DSO, KernelSymbols
@@ -266,7 +267,7 @@ class Symbolizer:
 
     def _resolve_kernel(self, rows, ips, dso, sym, off) -> None:
         ks = self.kernel
-        u, inv = np.unique(ips[rows], return_inverse=True)
+        u, inv = uniq_inv(ips[rows])
         inv = inv.reshape(-1)
         udso = np.full(len(u), self.dso_id(KERNEL_DSO), dtype=np.int32)
         usym = np.full(len(u), -1, dtype=np.int64)
@@ -302,14 +303,14 @@ class Symbolizer:
         dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
 
     def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
-        u, inv = np.unique(ips[rows], return_inverse=True)
+        u, inv = uniq_inv(ips[rows])
         inv = inv.reshape(-1)
         udso = np.full(len(u), -1, dtype=np.int32)
         usym = np.full(len(u), -1, dtype=np.int64)
         uoff = u.copy()
         space = self._space(pid)
         midx = space.find_many(u) if space is not None else np.full(len(u), -1, np.int64)
-        for mi in np.unique(midx):
+        for mi in uniq(midx).tolist():
             sel = np.flatnonzero(midx == mi)
             addrs = u[sel]
             if mi < 0:
