@@ -13,25 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..system import _fs
-from ..system.topology import NODE_DIR, read_numa_nodes
+from ..system.topology import read_node_meminfo, read_numa_nodes  # noqa: F401  (read_node_meminfo re-exported)
 
 #: meminfo keys numatop's node windows show (WIN11/WIN12), in kB
 MEMINFO_KEYS = ("MemTotal", "MemFree", "MemUsed", "Active", "Inactive", "Dirty", "Writeback", "Mapped", "FilePages",
                 "AnonPages", "Shmem", "HugePages_Total", "HugePages_Free")
-
-
-def read_node_meminfo(root: str, node: int) -> dict[str, int]:
-    """``nodeN/meminfo`` (``Node 0 MemTotal:  4155608 kB``) as key → value (kB;
-    HugePages_* are page counts, as the kernel prints them)."""
-    out: dict[str, int] = {}
-    for line in (_fs.read_text(root, f"{NODE_DIR}/node{node}/meminfo") or "").splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[0] == "Node" and parts[2].endswith(":"):
-            try:
-                out[parts[2][:-1]] = int(parts[3])
-            except ValueError:
-                pass
-    return out
 
 
 @dataclass(frozen=True)

@@ -208,8 +208,9 @@ class NumaNode:
         }
 
 
-def _meminfo(root: str, node: int) -> dict[str, int]:
-    """``nodeN/meminfo`` lines look like ``Node 0 MemTotal:  4155608 kB``."""
+def read_node_meminfo(root: str, node: int) -> dict[str, int]:
+    """``nodeN/meminfo`` (``Node 0 MemTotal:  4155608 kB``) as key → value (kB;
+    HugePages_* are page counts, as the kernel prints them)."""
     out: dict[str, int] = {}
     for line in (_fs.read_text(root, f"{NODE_DIR}/node{node}/meminfo") or "").splitlines():
         parts = line.split()
@@ -237,7 +238,7 @@ def read_numa_nodes(root: str = "/") -> list[NumaNode]:
             cpus_t = tuple(_fs.parse_cpulist(cpus))
         dist_row = (_fs.read_text(root, f"{NODE_DIR}/node{n}/distance") or "").split()
         distances = {ids[i]: int(v) for i, v in enumerate(dist_row) if i < len(ids) and v.isdigit()}
-        mem = _meminfo(root, n)
+        mem = read_node_meminfo(root, n)
         nodes.append(NumaNode(n, cpus_t, mem.get("MemTotal"), mem.get("MemFree"), distances))
     return nodes
 
