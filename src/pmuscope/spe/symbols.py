@@ -200,20 +200,26 @@ class SpeSymbolizer:
         if not len(rows):
             return sym_col, dso_col
         k = is_kernel[rows]
-        keys = np.empty(len(rows), dtype=[("k", "?"), ("p", "<i8"), ("a", "<u8")])
-        keys["k"] = k
-        keys["p"] = np.where(k, -1, pid[rows])  # a kernel address is the same in every process
-        keys["a"] = ips[rows]
-        u, inv = np.unique(keys, return_inverse=True)
-        addr = u["a"].copy()
+        # distinct (pid, address) pairs; a kernel address is the same in every
+        # process (pid -2 marks it, -1 is an unknown process)
+        p = np.where(k, -2, pid[rows])
+        a = ips[rows]
+        order = np.lexsort((a, p))
+        ps, as_ = p[order], a[order]
+        first = np.ones(len(order), bool)
+        first[1:] = (ps[1:] != ps[:-1]) | (as_[1:] != as_[:-1])
+        inv = np.empty(len(order), np.int64)
+        inv[order] = np.cumsum(first) - 1
+        upid, addr = ps[first], as_[first].copy()
+        ukern = upid == -2
         if self.kernel_delta:
-            addr[u["k"]] += np.uint64(self.kernel_delta % (1 << 64))
-        r = self.symbolizer.resolve_many(u["p"], addr, kernel=u["k"])
+            addr[ukern] += np.uint64(self.kernel_delta % (1 << 64))
+        upid = np.where(ukern, -1, upid)
+        r = self.symbolizer.resolve_many(upid, addr, kernel=ukern)
         sy = self.symbolizer
         syms = [sy.sym_name(int(s)) + f"+{int(o):#x}" if s >= 0 else UNKNOWN
                 for s, o in zip(r.sym_id.tolist(), r.offset.tolist())]
         dsos = [sy.dso_name(int(d)) for d in r.dso_id.tolist()]
-        inv = inv.reshape(-1)
         sym_col[rows] = np.array(syms, object)[inv]
         dso_col[rows] = np.array(dsos, object)[inv]
         return sym_col, dso_col
