@@ -12,6 +12,7 @@ empties it, and a new mapping replaces the parts of older ones it overlaps
 from __future__ import annotations
 
 import os
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -61,6 +62,14 @@ class Mapping:
         return self.filename.startswith("[") and not self.filename.startswith("[anon:")
 
 
+def _start_of(m: Mapping) -> int:
+    return m.start
+
+
+def _end_of(m: Mapping) -> int:
+    return m.start + m.len
+
+
 class AddressSpace:
     """The mappings of one process, sorted by start, with vectorized lookup."""
 
@@ -68,6 +77,9 @@ class AddressSpace:
         self._maps: list[Mapping] = sorted(mappings or [], key=lambda m: m.start)
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.generation = 0
+        # sorted, non-empty and non-overlapping: insert() then only visits the overlapped mappings
+        self._disjoint = all(m.len > 0 for m in self._maps) and \
+            all(a.start + a.len <= b.start for a, b in zip(self._maps, self._maps[1:]))
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -83,6 +95,7 @@ class AddressSpace:
 
     def clear(self) -> None:
         self._maps = []
+        self._disjoint = True
         self._touch()
 
     def _touch(self) -> None:
@@ -92,6 +105,22 @@ class AddressSpace:
     def insert(self, m: Mapping) -> None:
         """Add a mapping; older mappings it overlaps are trimmed or dropped."""
         if m.len <= 0:
+            return
+        if self._disjoint:
+            maps = self._maps
+            lo = bisect_right(maps, m.start, key=_end_of)  # maps[:lo] end at or before m
+            hi = bisect_left(maps, m.end, lo, key=_start_of)  # maps[hi:] start at or after its end
+            mid = []
+            for old in maps[lo:hi]:
+                if old.start < m.start:
+                    mid.append(replace(old, len=m.start - old.start))
+                if old.end > m.end:
+                    cut = m.end - old.start
+                    mid.append(replace(old, start=m.end, len=old.end - m.end, pgoff=old.pgoff + cut))
+            mid.append(m)
+            mid.sort(key=_start_of)
+            self._maps = maps[:lo] + mid + maps[hi:]
+            self._touch()
             return
         out = []
         for old in self._maps:

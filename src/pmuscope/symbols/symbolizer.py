@@ -92,6 +92,7 @@ class Symbolizer:
         self._base_of: dict[int, int] = {}  # id(table) -> base
         self._next_sym = 0
         self._perf_maps: dict[int, PerfMap | None] = {}
+        self._elf_of: dict[tuple, object] = {}
         self._demangled: dict[int, str] = {}
         self.vdso = vdso
         self._vdso = False
@@ -345,7 +346,13 @@ class Symbolizer:
         if fname.endswith(" (deleted)"):  # the kernel's d_path() of an unlinked file
             fname = fname[:-10]
         path = self.sysroot + fname if self.sysroot else fname
-        elf = self.cache.get(path, m.build_id)
+        # the file a mapping names is looked up (stat, realpath) once per
+        # identity the record gives it: MMAP2's build id or device/inode
+        fkey = (path, m.build_id, m.maj, m.min, m.ino, m.ino_generation)
+        if fkey in self._elf_of:
+            elf = self._elf_of[fkey]
+        else:
+            elf = self._elf_of[fkey] = self.cache.get(path, m.build_id)
         d = self.dso_id(m.filename)
         if elf is None:
             udso[sel] = d
