@@ -87,9 +87,8 @@ def apply_filters(p, args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profile import (folded_stacks, format_report, load_profile, parse_sort, report_json,
-                           reports_by_event, write_flamegraph)
-    from ..profile.folded import format_folded
+    from ..profile.model import load_profile
+    from ..profile.report import format_report, parse_sort, report_json, reports_by_event
 
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
@@ -101,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"pmuscope report: HTML report written to {write_report_html(prof, args.html)}", file=sys.stderr)
     folded = None
     if args.folded or args.flamegraph:
+        from ..profile.export import folded_stacks, write_flamegraph
+        from ..profile.folded import format_folded
+
         folded = folded_stacks(prof)
     if args.folded:
         text = format_folded(folded)

@@ -13,10 +13,32 @@
 - :func:`folded_stacks`, :func:`write_folded`, :func:`write_flamegraph`.
 """
 
-from .model import Profile, ProfileBuilder, build_profile, load_profile
-from .report import Report, ReportRow, build_report, format_report, parse_sort, report_json, reports_by_event
-from .script import format_script, iter_script, iter_script_bytes, parse_fields
-from .export import folded_stacks, frame_labels, write_flamegraph, write_folded
+import importlib
+from typing import Any
+
+#: public name -> submodule defining it, imported on first use (a command
+#: loads only what it needs: ``script`` never imports the HTML exporters)
+_LAZY = {
+    "Profile": ".model", "ProfileBuilder": ".model", "build_profile": ".model", "load_profile": ".model",
+    "Report": ".report", "ReportRow": ".report", "build_report": ".report", "format_report": ".report",
+    "parse_sort": ".report", "report_json": ".report", "reports_by_event": ".report",
+    "format_script": ".script", "iter_script": ".script", "iter_script_bytes": ".script", "parse_fields": ".script",
+    "folded_stacks": ".export", "frame_labels": ".export", "write_flamegraph": ".export", "write_folded": ".export",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Profile", "ProfileBuilder", "build_profile", "load_profile",

@@ -813,12 +813,12 @@ def _same_kernel(pf) -> bool:
 def _tracepoint_formats(pf) -> dict:
     """Formats of the file's tracepoints: from its TRACING_DATA feature, else
     (a file recorded here) from this machine's tracefs."""
-    from ..perfdata import Feature
-    from ..sampling.tpformat import format_for_id, parse_tracing_data
-
     tps = [(i, int(a.attr.config)) for i, a in enumerate(pf.attrs) if a.attr.type == abi.PERF_TYPE_TRACEPOINT]
     if not tps:
         return {}
+    from ..perfdata import Feature
+    from ..sampling.tpformat import format_for_id, parse_tracing_data
+
     by_id: dict = {}
     blob = pf.features.get(Feature.TRACING_DATA)
     if blob:

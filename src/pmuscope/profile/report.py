@@ -17,7 +17,6 @@ of its call chain (perf's ``Children`` column).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,9 +98,15 @@ def _frame_sym_keys(p: Profile) -> np.ndarray:
     key[known] = kinv.reshape(-1)
     unk = ~known
     if unk.any():
-        pairs = np.stack([p.frame_dso[unk].astype(np.uint64), p.frame_addr[unk]], axis=1)
-        _, uinv = np.unique(pairs, axis=0, return_inverse=True)
-        key[unk] = len(uk) + uinv.reshape(-1)
+        # rank of each (dso, address) pair in lexicographic order (np.unique(axis=0), sort based)
+        d, a = p.frame_dso[unk].astype(np.uint64), p.frame_addr[unk].astype(np.uint64)
+        order = np.lexsort((a, d))
+        sd, sa = d[order], a[order]
+        flag = np.ones(len(order), dtype=bool)
+        flag[1:] = (sd[1:] != sd[:-1]) | (sa[1:] != sa[:-1])
+        uinv = np.empty(len(order), dtype=np.int64)
+        uinv[order] = np.cumsum(flag) - 1
+        key[unk] = len(uk) + uinv
     return key
 
 
@@ -315,6 +320,8 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
 def report_json(reports: list[Report]) -> str:
     """One JSON object: for a single event the report itself; for several,
     the first event's fields plus ``events`` holding each event's report."""
+    import json
+
     if len(reports) == 1:
         return json.dumps(reports[0].to_json())
     first = reports[0].to_json()

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import PmuscopeError
-from .model import Profile
+from .model import Profile, uniq
 
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
@@ -40,7 +40,7 @@ def parse_fields(text: str | None) -> tuple[str, ...] | None:
 def default_fields(p: Profile) -> tuple[str, ...]:
     """perf script's default fields for what was recorded."""
     f = ["comm", "tid"]
-    present = set(np.unique(p.event).tolist()) if len(p) else set()
+    present = set(uniq(p.event).tolist()) if len(p) else set()
     tracepoints = bool(p.tp_formats) and present <= set(p.tp_formats)
     if p.has_cpu:
         f.append("cpu")
