@@ -839,6 +839,32 @@ def _tracepoint_formats(pf) -> dict:
     return out
 
 
+def _background(fn):
+    """Run ``fn()`` in a thread (reading /proc/kallsyms is mostly kernel time,
+    done while the data section is decoded); returns a function that waits
+    for its result (or raises its exception)."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # handed to the caller that waits
+            box["error"] = err
+
+    th = threading.Thread(target=work, name="pmuscope-kallsyms", daemon=True)
+    th.start()
+
+    def result():
+        th.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return result
+
+
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
                  kernel_symbols: bool | None = None) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
@@ -856,7 +882,7 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     try:
         if symbolizer is None:
             ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
-            symbolizer = Symbolizer(kernel=load_kernel_symbols() if ks else False)
+            symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
         chunks = None
         if isinstance(path_or_file, (str, os.PathLike)) and os.fspath(path_or_file) != "-":
             chunks = plain_data_chunks(pf, os.fspath(path_or_file))

@@ -65,7 +65,8 @@ class Symbolizer:
     file names (perf's ``--symfs``); ``debug_root`` is where separate debug
     files live; ``tmp_dir`` holds ``perf-PID.map`` JIT maps; ``kernel`` is a
     :class:`KernelSymbols` or None to read ``PROCFS_ROOT/kallsyms`` on first
-    use (False: no kernel symbols). ``[vdso]`` addresses resolve against the
+    use (False: no kernel symbols; a function: called on first use for one of
+    these, e.g. to wait for symbols being loaded in another thread). ``[vdso]`` addresses resolve against the
     running kernel's vdso (``vdso=False`` turns that off). Parsed binaries
     live in ``cache``, by default one shared by all symbolizers of the process.
     """
@@ -159,6 +160,9 @@ class Symbolizer:
     def kernel(self) -> KernelSymbols | None:
         if self._kernel is None:
             self._kernel = KernelSymbols.load(self.procfs_root)
+        elif callable(self._kernel) and not isinstance(self._kernel, KernelSymbols):
+            self._kernel = self._kernel()
+            return self.kernel
         return self._kernel or None
 
     def perf_map(self, pid: int) -> PerfMap | None:
