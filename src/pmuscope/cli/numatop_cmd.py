@@ -38,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ascending", action="store_true", help="sort ascending")
     parser.add_argument("--top", type=int, default=None, metavar="N", help="keep the first N processes")
     parser.add_argument("--all", action="store_true", help="include processes that did not run in the interval")
-    parser.add_argument("--threads", action="store_true", help="also report every thread")
+    parser.add_argument("--threads", action="store_true",
+                        help="also report every thread of the shown processes ('threads', each with its per-node 'by_node')")
     parser.add_argument("--no-pmu", action="store_true", help="no hardware events (software side-band and procfs only)")
     parser.add_argument("--no-switches", action="store_true", help="no perf events at all (procfs only)")
 

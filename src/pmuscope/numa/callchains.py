@@ -38,14 +38,17 @@ class CallChains:
     samples: int = 0
     chains: list[tuple[int, list[str]]] = field(default_factory=list)
     reason: str | None = None  # why there are none
+    tid: int | None = None  # one thread of pid (numatop's WIN5 -> WIN9), or None: every thread
 
 
-def record_callchains(pid: int, metric: str, platform: Platform, *, duration: float = 1.0, top: int = 20) -> CallChains:
-    """Sample ``pid`` on the platform's ``metric`` event (``rma``, ``lma``,
-    ``clk``, ``ir``) with frame-pointer call chains for ``duration`` seconds."""
+def record_callchains(pid: int, metric: str, platform: Platform, *, duration: float = 1.0, top: int = 20,
+                      tid: int | None = None) -> CallChains:
+    """Sample ``pid`` (only its thread ``tid`` when given) on the platform's
+    ``metric`` event (``rma``, ``lma``, ``clk``, ``ir``) with frame-pointer
+    call chains for ``duration`` seconds."""
     refs = platform.events.get(metric)
     if not refs:
-        return CallChains(pid, metric, None, reason=platform.missing.get(metric, f"no {metric} event for this CPU"))
+        return CallChains(pid, metric, None, reason=platform.missing.get(metric, f"no {metric} event for this CPU"), tid=tid)
     ref = next((r for r in refs if r.sign > 0), refs[0])
     event = event_string(ref)
     from ..profile.export import folded_stacks
@@ -56,12 +59,14 @@ def record_callchains(pid: int, metric: str, platform: Platform, *, duration: fl
     os.close(fd)
     try:
         try:
-            res = record(event, pid=pid, callgraph=True, output=path, duration=duration, period=PERIODS[metric])
+            target = {"pid": pid} if tid is None else {"tid": tid}
+            res = record(event, callgraph=True, output=path, duration=duration, period=PERIODS[metric], **target)
         except PmuscopeError as err:
-            return CallChains(pid, metric, event, reason=f"{event}: {str(err).splitlines()[0]}")
+            return CallChains(pid, metric, event, reason=f"{event}: {str(err).splitlines()[0]}", tid=tid)
         folded = folded_stacks(load_profile(path), comm=False)
     finally:
         os.unlink(path)
     chains = [(count, stack.split(";")) for stack, count in folded.most_common(top)]
-    reason = None if chains else f"no {event} samples for pid {pid} in {duration:g}s"
-    return CallChains(pid, metric, event, res.samples, chains, reason)
+    who = f"pid {pid}" if tid is None else f"thread {tid} of pid {pid}"
+    reason = None if chains else f"no {event} samples for {who} in {duration:g}s"
+    return CallChains(pid, metric, event, res.samples, chains, reason, tid)

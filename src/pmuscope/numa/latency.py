@@ -202,10 +202,11 @@ class LatencySampler:
 
 
 def measure_latency(pid: int, platform: Platform, cpus: list[int], *, duration: float = 1.0,
-                    root: str = "/") -> dict[str, Any]:
+                    root: str = "/", tid: int | None = None) -> dict[str, Any]:
     """Sample loads for ``duration`` seconds and return ``{"areas": [...],
-    "nodes": {...}, "samples": n, "reason": None}`` for ``pid``, or the
-    reason there is nothing (``"reason"``: no load-latency PMU here, ...)."""
+    "nodes": {...}, "samples": n, "reason": None}`` for ``pid`` (only its
+    thread ``tid`` when given: numatop's LAT_LWP), or the reason there is
+    nothing (``"reason"``: no load-latency PMU here, ...)."""
     import time
 
     from .model import read_maps
@@ -220,6 +221,8 @@ def measure_latency(pid: int, platform: Platform, cpus: list[int], *, duration: 
     finally:
         sampler.close()
     mine = s.pid == pid
+    if tid is not None:
+        mine &= s.tid == tid
     addr, weight = s.addr[mine], s.weight[mine]
     hz = cycles_per_second(root) or 1e9
     areas = area_stats(read_maps(root, pid) or [], addr, weight, 1e9 / hz)
@@ -227,5 +230,6 @@ def measure_latency(pid: int, platform: Platform, cpus: list[int], *, duration: 
         nodes = node_stats(move_pages_query(pid, addr), weight, 1e9 / hz)
     except PmuscopeError:
         nodes = {}
-    reason = None if addr.size else f"no {sampler.name} samples for pid {pid} in {duration:g}s"
+    who = f"pid {pid}" if tid is None else f"thread {tid} of pid {pid}"
+    reason = None if addr.size else f"no {sampler.name} samples for {who} in {duration:g}s"
     return {"areas": areas, "nodes": nodes, "samples": int(addr.size), "reason": reason}

@@ -119,6 +119,14 @@ class Snapshot:
                 return row
         raise KeyError(f"pid {pid} is not in this snapshot")
 
+    def thread(self, pid: int, tid: int) -> dict[str, Any]:
+        """The row of thread ``tid`` of ``pid`` (its ``by_node`` is numatop's
+        WIN5, the per-node breakdown of one thread); only when threads were read."""
+        for row in self.threads:
+            if row["pid"] == pid and row["tid"] == tid:
+                return row
+        raise KeyError(f"thread {tid} of pid {pid} is not in this snapshot (threads are read with threads=True)")
+
     def node(self, nid: int) -> dict[str, Any]:
         for row in self.nodes:
             if row["node"] == nid:
@@ -181,7 +189,12 @@ def build_snapshot(
     sums (columns ``time_ns`` then ``<metric>:<i>``); None when the side-band
     could not be opened (then per-node CPU% of processes is unavailable and so
     is every PMU column, with the reasons in ``unavailable``). ``memory`` maps
-    pid → bytes per node (from numa_maps)."""
+    pid → bytes per node (from numa_maps).
+
+    Process rows and thread rows both carry ``by_node``: one cell per node
+    (``node``, ``cpu_pct``, ``rma``, ``lma``, ``clk``, ``ir``, ``rma_lma``,
+    ``cpi``, ``rpi``, ``lpi``) from the counts charged while the process or
+    thread ran on that node's CPUs (numatop's WIN3 and WIN5)."""
     signs = dict(member_signs or {})
     unavailable = dict(unavailable or {})
     if attribution is None:
@@ -202,6 +215,7 @@ def build_snapshot(
     by_pid: dict[int, np.ndarray] = {}
     by_pid_node: dict[tuple[int, int], np.ndarray] = {}
     by_tid: dict[tuple[int, int], np.ndarray] = {}
+    by_tid_node: dict[tuple[int, int, int], np.ndarray] = {}
     att_interval_ns = float(interval_ns)
     if attribution is not None and attribution.pid.size:
         if attribution.intervals_ns:
@@ -214,6 +228,13 @@ def build_snapshot(
         by_pid_node = {(k // 4096, k % 4096): v for k, v in attribution.by(key).items()}
         tkey = attribution.pid * (1 << 32) + attribution.tid
         by_tid = {(k >> 32, k & 0xFFFFFFFF): v for k, v in attribution.by(tkey).items()}
+        # (thread, node): the thread's index among the distinct (pid, tid) keys, then the node
+        # (+1 so a CPU outside every node, -1, stays apart); exact for any pid/tid range
+        tuniq, tinv = np.unique(tkey, return_inverse=True)
+        width = (max(node_of_cpu.values(), default=0) + 2)
+        for k, v in attribution.by(tinv.astype(np.int64) * width + nodes_arr + 1).items():
+            t = int(tuniq[k // width])
+            by_tid_node[(t >> 32, t & 0xFFFFFFFF, k % width - 1)] = v
 
     # -- nodes
     node_rows = []
@@ -257,6 +278,19 @@ def build_snapshot(
         elif uncore is None or src not in uncore:
             unavailable.setdefault(col, "uncore counters were not opened")
 
+    def node_cells(sums: list[np.ndarray | None]) -> list[dict[str, Any]]:
+        """numatop's per-node breakdown (WIN3 for a process, WIN5 for a thread):
+        one cell per node from the attribution sums of the row on that node."""
+        cells = []
+        for n, v in zip(nodes, sums):
+            cell: dict[str, Any] = {
+                "node": n.id,
+                "cpu_pct": (metrics.cpu_pct_from_ns(float(v[0]) if v is not None else 0.0, att_interval_ns)
+                            if "cpu_pct_by_node" not in unavailable and n.cpus else None)}
+            cell.update(_metric_cells(_counts(cols, v, have, signs), unavailable))
+            cells.append(cell)
+        return cells
+
     # -- processes
     proc_rows = []
     for pid, t1 in after.processes.items():
@@ -275,16 +309,7 @@ def build_snapshot(
             "majflt": t1.majflt - t0.majflt,
         }
         row.update(_metric_cells(counts, unavailable))
-        per_node = []
-        for n in nodes:
-            v = by_pid_node.get((pid, n.id))
-            c = _counts(cols, v, have, signs)
-            cell = {"node": n.id,
-                    "cpu_pct": (metrics.cpu_pct_from_ns(float(v[0]) if v is not None else 0.0, att_interval_ns)
-                                if "cpu_pct_by_node" not in unavailable and n.cpus else None)}
-            cell.update(_metric_cells(c, unavailable))
-            per_node.append(cell)
-        row["by_node"] = per_node
+        row["by_node"] = node_cells([by_pid_node.get((pid, n.id)) for n in nodes])
         mem = (memory or {}).get(pid)
         row["mem_kb"] = None if mem is None else sum(mem.values()) // 1024
         row["mem_kb_by_node"] = None if mem is None else {str(n.id): mem.get(n.id, 0) // 1024 for n in nodes}
@@ -301,6 +326,7 @@ def build_snapshot(
                "cpu_pct": metrics.cpu_pct_from_ns(max(t1.runtime_ns - t0.runtime_ns, 0), interval_ns),
                "migrations": None if t1.migrations is None or t0.migrations is None else max(t1.migrations - t0.migrations, 0)}
         row.update(_metric_cells(counts, unavailable))
+        row["by_node"] = node_cells([by_tid_node.get((pid, tid, n.id)) for n in nodes])
         thread_rows.append(row)
 
     att: dict[str, Any] = {"method": "switch-sampling" if attribution is not None else None}

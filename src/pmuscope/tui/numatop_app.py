@@ -7,8 +7,10 @@ H       process list (home)        WIN1 TOPNPROC
 I       normalized (RPI/LPI)       WIN2
 Enter   one process, per node      WIN3 (on the process list) / WIN12 (nodes)
 T       threads of a process       WIN4 TOPNLWP
-M       memory areas               WIN6 (ACCESS%, LAT from load-latency samples; per-node placement; WIN7 by node)
-C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR)
+Enter   one thread, per node       WIN5 (on the thread list)
+M, L    memory areas               WIN6 (ACCESS%, LAT from load-latency samples; per-node placement; WIN7 by node);
+                                   of the one thread when opened from WIN5 (numatop's LAT_LWP)
+C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR); of the one thread from WIN5
 N       node overview              WIN11
 D       node detail                WIN12
 1-5     sort by RMA, LMA, RMA/LMA, CPI, CPU%
@@ -82,6 +84,7 @@ class NumatopApp(App):
         Binding("enter", "open", "Open", show=True),
         Binding("t", "view('threads')", "Threads"),
         Binding("m", "view('maps')", "Mem areas"),
+        Binding("l", "view('maps')", "Latency", show=False),
         Binding("c", "view('callchain')", "Call chains"),
         Binding("b", "back", "Back"),
         Binding("r", "refresh_now", "Refresh"),
@@ -117,6 +120,10 @@ class NumatopApp(App):
         self.history: list[str] = []
         self.sort = sort
         self.pid: int | None = None
+        self.tid: int | None = None  # the thread of WIN5
+        #: the thread the memory-area and call-chain views are about (None: the whole process)
+        self.scope_tid: int | None = None
+        self.latency_tid: int | None = None
         self.node_id: int | None = None
         self.refreshes = 0
         self.error: str | None = None
@@ -198,8 +205,9 @@ class NumatopApp(App):
             "normalized": "Normalized by instructions (RPI/LPI per 1000 instructions)",
             "process": f"Process {self.pid}: per-node breakdown",
             "threads": f"Threads of process {self.pid}",
-            "maps": f"Memory areas of process {self.pid}",
-            "callchain": f"Call chains of process {self.pid}",
+            "thread": f"Thread {self.tid} of process {self.pid}: per-node breakdown",
+            "maps": f"Memory areas of {self._scope()}",
+            "callchain": f"Call chains of {self._scope()}",
             "nodes": "Node overview",
             "node": f"Node {self.node_id} detail",
         }[self.view_name]
@@ -214,7 +222,7 @@ class NumatopApp(App):
         # keep the cursor on the same process/node across refreshes and view changes
         want = selected if selected and keys and selected in keys else None
         if want is None and keys:
-            want = {"p": f"p{self.pid}", "n": f"n{self.node_id}"}.get(keys[0][:1])
+            want = {"p": f"p{self.pid}", "n": f"n{self.node_id}", "t": f"t{self.tid}"}.get(keys[0][:1])
         if want is not None and keys and want in keys:
             table.move_cursor(row=keys.index(want))
 
@@ -253,11 +261,22 @@ class NumatopApp(App):
             threads = select_rows([t for t in snap.threads if t["pid"] == self.pid], sort=self.sort)
             cols = ["TID", "PROC", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI", "*CPU%"]
             rows = [[str(t["tid"]), t["comm"], _k(t["rma"]), _k(t["lma"]), _f(t["rma_lma"]), _f(t["cpi"]), _f(t["cpu_pct"], ".1f")] for t in threads]
+            self._table(cols, rows, [f"t{t['tid']}" for t in threads])
+        elif v == "thread":
+            self.header_text += "\nkeys here: L memory areas (latency) of this thread  C call chains of this thread  B back  H home"
+            self.query_one("#header", Static).update(self.header_text)
+            t = self._thread()
+            cols = ["NODE", "CPU%", "RMA(K)", "LMA(K)", "RMA/LMA", "CPI"]
+            if t is None:
+                self._table(cols, [["n/a", f"thread {self.tid} of {self.pid} did not run in the last interval (or exited)", "", "", "", ""]])
+                return
+            rows = [[str(c["node"]), _f(c["cpu_pct"], ".1f"), _k(c["rma"]), _k(c["lma"]), _f(c["rma_lma"]), _f(c["cpi"])]
+                    for c in t["by_node"]]
             self._table(cols, rows)
         elif v == "maps":
             areas = read_maps(self.root, self.pid) if self.pid is not None else None
             placement = parse_numa_maps_by_area(_fs.read_text(self.root, f"proc/{self.pid}/numa_maps") or "")
-            lat = self.latency if self.latency_pid == self.pid else None
+            lat = self.latency if (self.latency_pid, self.latency_tid) == (self.pid, self.scope_tid) else None
             by_start = {r["addr"]: r for r in (lat or {}).get("areas", [])}
             node_ids = [n["node"] for n in snap.nodes]
             cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)"] + [f"N{n}(K)" for n in node_ids] + ["DESC"]
@@ -302,7 +321,7 @@ class NumatopApp(App):
         ch = self.chains
         self.header_text += "\nkeys here: 1 RMA  2 LMA  3 CLK  4 IR (the event whose overflows are sampled)"
         self.query_one("#header", Static).update(self.header_text)
-        if ch is None or ch.pid != self.pid or ch.metric != self.chain_metric:
+        if ch is None or ch.pid != self.pid or ch.metric != self.chain_metric or ch.tid != self.scope_tid:
             self._table(["COUNT", "CALL CHAIN (leaf first)"], [["", f"recording {self.chain_metric.upper()} call chains of {self.pid}..."]])
             return
         if not ch.chains:
@@ -312,28 +331,31 @@ class NumatopApp(App):
         self._table(["COUNT", f"CALL CHAIN (leaf first; {ch.event}, {ch.samples} samples)"], rows)
 
     def _record_chains(self) -> None:
-        pid, metric = self.pid, self.chain_metric
+        pid, metric, tid = self.pid, self.chain_metric, self.scope_tid
         fn = self.callchain_fn
         if fn is None:
             from ..numa.callchains import record_callchains
 
-            fn = lambda pid, metric: record_callchains(pid, metric, self.sampler.platform, duration=min(self.delay, 2.0))  # noqa: E731
-        result = fn(pid, metric)
+            fn = lambda pid, metric, tid=None: record_callchains(  # noqa: E731
+                pid, metric, self.sampler.platform, duration=min(self.delay, 2.0), tid=tid)
+        # callchain_fn(pid, metric[, tid=]): tid only for one thread (WIN5)
+        result = fn(pid, metric) if tid is None else fn(pid, metric, tid=tid)
         self.call_from_thread(self._chains_done, result)
 
     def _record_latency(self) -> None:
-        pid = self.pid
+        pid, tid = self.pid, self.scope_tid
         fn = self.latency_fn
         if fn is None:
             from ..numa.latency import measure_latency
 
-            fn = lambda pid: measure_latency(pid, self.sampler.platform, self.sampler.nodeset.cpus,  # noqa: E731
-                                             duration=min(self.delay, 2.0), root=self.root)
-        result = fn(pid)
-        self.call_from_thread(self._latency_done, pid, result)
+            fn = lambda pid, tid=None: measure_latency(pid, self.sampler.platform, self.sampler.nodeset.cpus,  # noqa: E731
+                                                       duration=min(self.delay, 2.0), root=self.root, tid=tid)
+        # latency_fn(pid[, tid=]): tid only for one thread (WIN5)
+        result = fn(pid) if tid is None else fn(pid, tid=tid)
+        self.call_from_thread(self._latency_done, pid, result, tid)
 
-    def _latency_done(self, pid: int, result: dict[str, Any]) -> None:
-        self.latency, self.latency_pid = result, pid
+    def _latency_done(self, pid: int, result: dict[str, Any], tid: int | None = None) -> None:
+        self.latency, self.latency_pid, self.latency_tid = result, pid, tid
         if self.view_name == "maps":
             try:
                 self._render()
@@ -347,6 +369,14 @@ class NumatopApp(App):
                 self._render()
             except NoMatches:
                 pass
+
+    def _scope(self) -> str:
+        return f"process {self.pid}" if self.scope_tid is None else f"thread {self.scope_tid} of process {self.pid}"
+
+    def _thread(self) -> dict[str, Any] | None:
+        if self.snap is None or self.pid is None or self.tid is None:
+            return None
+        return next((t for t in self.snap.threads if t["pid"] == self.pid and t["tid"] == self.tid), None)
 
     def _proc(self) -> dict[str, Any] | None:
         if self.snap is None or self.pid is None:
@@ -371,6 +401,12 @@ class NumatopApp(App):
         self._render()
 
     def action_view(self, name: str) -> None:
+        if name in ("maps", "callchain"):
+            # from WIN5 (or a view opened from it) these are about the one thread
+            if self.view_name == "thread":
+                self.scope_tid = self.tid
+            elif self.view_name not in ("maps", "callchain"):
+                self.scope_tid = None
         if name in ("threads", "maps", "callchain", "process"):
             key = self._selected_key()
             if key and key.startswith("p"):
@@ -398,6 +434,9 @@ class NumatopApp(App):
         elif key and key.startswith("n"):
             self.node_id = int(key[1:])
             self._go("node")
+        elif key and key.startswith("t") and self.view_name == "threads":
+            self.tid = int(key[1:])
+            self._go("thread")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
