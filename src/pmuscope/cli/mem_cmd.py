@@ -5,7 +5,9 @@
     pmuscope mem report --raw spe.data --midr 0x410fd0c0 --json
     pmuscope mem script -i perf.data            # one line per sample: addr, data_src text, weight
     pmuscope mem events                         # what this machine can record (PEBS, IBS, SPE)
-    pmuscope mem record -o spe.data -- CMD      # Arm SPE: record loads/stores system-wide while CMD runs
+    pmuscope mem record -- CMD                  # PEBS load latency / AMD IBS op / Arm SPE samples of CMD
+    pmuscope mem record -t load --ldlat 50 -p PID --duration 5
+    pmuscope mem record -a -c 2000 --phys-data --duration 10
 """
 
 from __future__ import annotations
@@ -50,12 +52,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _add_source(scr)
     scr.add_argument("--perf-style", choices=("newest", "6.1"), default="newest")
     scr.add_argument("--json", action="store_true", help="JSON lines")
-    rec = sub.add_parser("record", help="record memory samples (Arm SPE; PEBS/IBS: prints the perf command)")
-    rec.add_argument("-t", "--type", dest="kind", choices=("load", "store", "ldst"), default="ldst")
-    rec.add_argument("--ldlat", type=int, default=30, help="minimum load latency in cycles (default 30)")
-    rec.add_argument("-c", "--count", type=int, default=None, help="sample every N operations")
+    rec = sub.add_parser("record", help="record memory samples (Intel PEBS load latency, AMD IBS op, Arm SPE)")
+    rec.add_argument("-t", "--type", dest="kind", default="load,store",
+                     help="memory operations: load, store or load,store (default; also 'ldst')")
+    rec.add_argument("-l", "--ldlat", type=int, default=30,
+                     help="minimum load latency in cycles (PEBS ldlat / SPE min_latency; default 30)")
+    rec.add_argument("-c", "--count", type=int, default=None, help="sample every N events (default: -F)")
+    rec.add_argument("-F", "--freq", type=int, default=None, help="sampling frequency in Hz (default 4000)")
+    rec.add_argument("-p", "--pid", default=None, help="record existing process(es) PID[,PID...]")
+    rec.add_argument("-a", "--all-cpus", action="store_true", help="system-wide")
+    rec.add_argument("-C", "--cpu", default=None, help="only these CPUs (perf cpu list)")
+    rec.add_argument("--phys-data", action="store_true", help="record physical data addresses (PERF_SAMPLE_PHYS_ADDR)")
+    rec.add_argument("--data-page-size", action="store_true", help="record data page sizes (PERF_SAMPLE_DATA_PAGE_SIZE)")
     rec.add_argument("-o", "--output", default="perf.data")
     rec.add_argument("--duration", type=float, default=None, help="seconds to record when no command is given")
+    rec.add_argument("-q", "--quiet", action="store_true", help="no summary lines")
     rec.add_argument("--sysfs", default="/sys", help=argparse.SUPPRESS)
     rec.add_argument("cmd", nargs=argparse.REMAINDER, help="command to run while recording (after --)")
     ev = sub.add_parser("events", help="memory-sampling events this machine offers (PEBS, IBS, SPE)")
@@ -136,29 +147,79 @@ def run(args: argparse.Namespace) -> int:
             for e in events:
                 print(f"{e.tag:<14}: available  {e.name}")
         return 0 if events else 1
-    print("usage: pmuscope mem {report,script,events} ... (see pmuscope mem -h)", file=sys.stderr)
+    print("usage: pmuscope mem {report,script,record,events} ... (see pmuscope mem -h)", file=sys.stderr)
     return 2
 
 
 def _record(args) -> int:
+    from ..errors import PmuscopeError
+    from ..memory.events import mem_events, parse_mem_kind
+
+    kind = parse_mem_kind(args.kind)
+    if args.count is not None and args.count <= 0:
+        raise PmuscopeError(f"-c {args.count}: the period must be positive")
+    if args.freq is not None and args.freq <= 0:
+        raise PmuscopeError(f"-F {args.freq}: the frequency must be positive")
+    if not 0 <= args.ldlat <= 0xFFFF:
+        raise PmuscopeError(f"--ldlat {args.ldlat}: expected 0..65535 cycles")
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if cmd and args.pid:
+        raise PmuscopeError("give a command or -p PID, not both")
+    events = mem_events(kind, ldlat=args.ldlat, period=args.count, freq=args.freq, phys_addr=args.phys_data,
+                        data_page_size=args.data_page_size, sysfs_root=args.sysfs)
+    if events[0].kind == "spe":
+        return _record_spe(args, kind, cmd, events[0])
+    return _record_samples(args, cmd, events)
+
+
+def _record_samples(args, cmd: list[str], events) -> int:
+    """PEBS / IBS: the events' specs through the sampling Recorder, with the
+    sample_type bits perf mem record adds."""
+    import signal
+
+    from ..sampling import Recorder
+
+    argv = ["pmuscope", "mem", *sys.argv[2:]] if len(sys.argv) > 2 and sys.argv[1] == "mem" else None
+    pids = [int(p) for p in args.pid.split(",") if p.strip()] if args.pid else None
+    rec = Recorder(specs=[s for e in events for s in e.specs], sample_type_extra=events[0].sample_type_extra,
+                   freq=args.freq, period=args.count, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
+                   cmd=cmd or None, output=args.output, argv=argv, sysfs_root=args.sysfs)
+    interrupted = []
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+        rec.stop()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rec.start()
+        for note in rec.notes:
+            print(f"pmuscope mem record: note: {note}", file=sys.stderr)
+        result = rec.run(args.duration)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if not args.quiet:
+        print(result.summary("pmuscope mem record"), file=sys.stderr)
+    if result.exit_status is not None and not interrupted:
+        return result.exit_status
+    return 0
+
+
+def _record_spe(args, kind: str, cmd: list[str], event) -> int:
+    """Arm SPE: one AUX-area event per CPU, system-wide while CMD runs."""
     import subprocess
     import time
 
-    from ..errors import EventNotSupportedError
-    from ..memory.events import mem_events
+    from ..errors import PmuscopeError
     from ..spe.record import SpeConfig, SpeRecorder
 
-    events = mem_events(args.kind, ldlat=args.ldlat, period=args.count, sysfs_root=args.sysfs)
-    spe = [e for e in events if e.kind == "spe"]
-    if not spe:
-        names = ", ".join(e.name for e in events)
-        raise EventNotSupportedError(
-            f"pmuscope mem record drives Arm SPE only so far; on this {events[0].kind.upper()} machine "
-            f"({names}) run: perf mem record -t {args.kind} --ldlat {args.ldlat} -o {args.output} -- CMD, "
-            "then pmuscope mem report")
-    cmd = [c for c in args.cmd if c != "--"] if args.cmd else []
-    cfg = SpeConfig.for_mem(args.kind, min_latency=args.ldlat, period=args.count or 4096)
-    with SpeRecorder(cfg, sysfs_root=args.sysfs, pmu_name=spe[0].pmu) as rec:
+    if args.pid or args.cpu:
+        raise PmuscopeError("Arm SPE recording is system-wide here: drop -p/-C (filter by pid in pmuscope mem report)")
+    cfg = SpeConfig.for_mem(kind, min_latency=args.ldlat, period=args.count or 4096)
+    with SpeRecorder(cfg, sysfs_root=args.sysfs, pmu_name=event.pmu) as rec:
         rec.enable()
         start = time.monotonic()
         proc = subprocess.Popen(cmd) if cmd else None

@@ -141,6 +141,14 @@ class Recorder:
     -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` is renamed to
     ``output.old`` first, as perf does.
 
+    ``specs`` gives already-parsed :class:`~pmuscope.events.EventSpec` s
+    instead of ``events`` (their attrs are copied, then configured like any
+    event list). ``sample_type_extra`` is ORed into every event's
+    ``sample_type`` (PERF_SAMPLE_* bits, e.g. ``ADDR|DATA_SRC|WEIGHT_STRUCT``
+    for ``perf record -d -W``); with ADDR the first event also asks for data
+    mmaps (``mmap_data``), as ``-d`` does. A kernel that rejects
+    WEIGHT_STRUCT gets WEIGHT instead, like perf.
+
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
     called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
     :meth:`records` / call :meth:`poll` yourself, then :meth:`close`.
@@ -150,6 +158,8 @@ class Recorder:
         self,
         events: str | Sequence[str] | None = None,
         *,
+        specs: Sequence | None = None,
+        sample_type_extra: int = 0,
         freq: int | None = None,
         period: int | None = None,
         callgraph: bool | str = False,
@@ -216,14 +226,22 @@ class Recorder:
         self.argv = argv
         if inherit is None:
             inherit = not self.tids  # perf: -t implies --no-inherit
-        text = events if isinstance(events, str) or events is None else ",".join(events)
-        if not text:
-            text = default_event(sysfs_root)
-        self.specs = parse_events(text, sysfs_root=sysfs_root)
-        if not self.specs:
-            raise errors.PmuscopeError(f"no events in {text!r}")
+        if specs is not None:
+            if events is not None:
+                raise errors.PmuscopeError("give either an event list or parsed event specs, not both")
+            self.specs = [s.copy() for s in specs]
+            if not self.specs:
+                raise errors.PmuscopeError("no event specs given")
+        else:
+            text = events if isinstance(events, str) or events is None else ",".join(events)
+            if not text:
+                text = default_event(sysfs_root)
+            self.specs = parse_events(text, sysfs_root=sysfs_root)
+            if not self.specs:
+                raise errors.PmuscopeError(f"no events in {text!r}")
         self.attrs = record_defaults(self.specs, freq=freq, period=period,
                                      enable_on_exec=self.cmd is not None and not self.cpu_wide, inherit=inherit)
+        apply_record_extras(self.attrs, self.specs, sample_type_extra=sample_type_extra)
         default_cg = _parse_call_graph(callgraph)
         for i, (spec, attr) in enumerate(zip(self.specs, self.attrs)):
             mode = _parse_call_graph(spec.call_graph) if spec.call_graph else default_cg
@@ -292,8 +310,15 @@ class Recorder:
             eno = getattr(err, "errno", None)
             import errno as _errno
 
-            ename = _errno.errorcode.get(eno or 0, "")
-            for note, alt in open_fallbacks(attr, ename):
+            # errno.errorcode names 95 ENOTSUP on Linux, where it equals EOPNOTSUPP (the kernel's name)
+            ename = "EOPNOTSUPP" if eno == _errno.EOPNOTSUPP else _errno.errorcode.get(eno or 0, "")
+            tries = open_fallbacks(attr, ename)
+            if ename == "EINVAL" and attr.sample_type & S.WEIGHT_STRUCT:
+                # perf's missing_features.weight_struct: kernels before 5.12 only know WEIGHT
+                alt = attr.copy()
+                alt.sample_type = (alt.sample_type & ~S.WEIGHT_STRUCT) | S.WEIGHT
+                tries.append(("WEIGHT instead of WEIGHT_STRUCT (older kernel)", alt))
+            for note, alt in tries:
                 try:
                     fd = PerfEventFd(alt, pid, cpu, group, event=self.names[i])
                 except errors.PmuscopeError:
@@ -719,6 +744,33 @@ def _apply_call_graph(attr, mode: tuple[str, int], *, tracking: bool) -> None:
     attr.sample_stack_user = mode[1]
     if tracking:
         attr.mmap_data = 1
+
+
+#: what ``perf record -d`` adds to every event (evsel__config: ADDR and DATA_SRC, mmap_data on the first)
+SAMPLE_DATA_ADDRESS = S.ADDR | S.DATA_SRC
+
+
+def apply_record_extras(attrs, specs, *, sample_type_extra: int = 0):
+    """The record options layered on :func:`~pmuscope.events.record_defaults`
+    (perf's ``evsel__config``, tools/perf/util/evsel.c), in place:
+
+    - the ``P`` modifier (``precise_max``) sets precise_ip = 3; the open
+      lowers it one step at a time when the PMU refuses, as perf does;
+    - ``sample_type_extra`` bits on every attr; with PERF_SAMPLE_ADDR the
+      first (tracking) event also gets ``mmap_data`` (``-d``).
+
+    Returns ``attrs``."""
+    extra = int(sample_type_extra)
+    if extra < 0 or extra >= abi.PERF_SAMPLE_MAX:
+        raise errors.InvalidAttrError(
+            f"sample_type_extra {extra:#x} is not a PERF_SAMPLE_* mask (bits below {abi.PERF_SAMPLE_MAX:#x})")
+    for spec, attr in zip(specs, attrs):
+        if spec.extra.get("precise_max"):
+            attr.precise_ip = 3
+        attr.sample_type |= extra
+    if attrs and extra & S.ADDR:
+        attrs[0].mmap_data = 1
+    return attrs
 
 
 def _group_desc(specs) -> list:
