@@ -207,6 +207,26 @@ def test_script_call_chains(tmp_path):
     assert len(hidden) == 3 and hidden[0].endswith("schedule+0x8 ([kernel.kallsyms])")
 
 
+def test_script_per_stack_text_same_as_per_frame(tmp_path, monkeypatch):
+    from pmuscope.profile import script
+
+    p = _profile(tmp_path, _chain_records() + _chain_records()[1:], sample_type=STG)
+    stack_texts = script._stack_texts
+    monkeypatch.setattr(script, "_stack_texts", lambda *a, **k: None)
+    per_frame = format_script(p)
+    assert len(per_frame.split("\n\n")) == 7  # six samples
+    table = script._frame_table(p, relative=True, ip=True, sym=True, symoff=True, dso=True, prefix="\t",
+                                suffix="\n")
+    texts, ids = stack_texts(p, table, min_mean_depth=0)
+    assert len(texts) == 3 and sorted(ids.tolist()) == [0, 0, 1, 1, 2, 2]
+    monkeypatch.setattr(script, "_stack_texts", lambda q, t: stack_texts(q, t, min_mean_depth=0))
+    assert format_script(p) == per_frame
+    # every stack hashing alike (all weights zero): the exact check refuses, frames are joined one by one
+    monkeypatch.setattr(script, "_HASH_W", np.zeros_like(script._HASH_W))
+    assert stack_texts(p, table, min_mean_depth=0) is None
+    assert format_script(p) == per_frame
+
+
 def test_folded_stacks(tmp_path):
     p = _profile(tmp_path, _chain_records(), sample_type=STG)
     f = folded_stacks(p)

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import PmuscopeError
-from .model import Profile, uniq
+from .model import Profile, uniq, uniq_first
 
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
@@ -205,9 +205,17 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
     if want_frames:
         table = _frame_table(p, relative=chain, ip="ip" in fs, sym=sym, symoff=symoff, dso="dso" in fs,
                              prefix="\t" if chain else "", suffix="\n")
+    stacks = _stack_texts(p, table) if chain else None
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
         heads = _headers(p, lo, hi, fields, chain)
+        if chain and stacks is not None:
+            # per sample: its header, then its stack's text (one object per distinct stack)
+            pieces = [b""] * (2 * (hi - lo))
+            pieces[0::2] = heads
+            pieces[1::2] = stacks[0][stacks[1][lo:hi]].tolist()
+            yield b"".join(pieces)
+            continue
         if chain:
             a, b = int(p.stack_offsets[lo]), int(p.stack_offsets[hi])
             texts = table[p.stack[a:b]]
@@ -230,6 +238,66 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
                 yield b"".join([h + t for h, t in zip(heads, texts)])
             else:
                 yield b"".join([h.rstrip() + b"\n" for h in heads])
+
+
+#: deepest stack formatted through the per-stack path (perf's default max is 127 frames)
+_MAX_DEPTH = 1024
+
+
+def _hash_weights(k: int) -> np.ndarray:
+    """``k`` odd pseudo-random 64-bit weights (splitmix64 of 1..k)."""
+    with np.errstate(over="ignore"):
+        z = np.arange(1, k + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return (z ^ (z >> np.uint64(31))) | np.uint64(1)
+
+
+_HASH_W = _hash_weights(_MAX_DEPTH + 1)
+
+
+def _stack_texts(p: Profile, table: np.ndarray, min_mean_depth: float = 6.0) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(texts, stack id of each sample)``: ``b"\\n" + frame lines + b"\\n"``
+    built once per distinct call stack (a recording repeats a few thousand
+    stacks); None when stacks are shallow (joining frame by frame is as
+    fast), too deep, or two stacks hash alike (the caller then joins frame
+    by frame)."""
+    off = p.stack_offsets
+    n = len(p)
+    if n == 0 or len(p.stack) < min_mean_depth * n:
+        return None
+    counts = np.diff(off)
+    if int(counts.max()) > _MAX_DEPTH:
+        return None
+    frames = p.stack
+    row = np.repeat(np.arange(n, dtype=np.int64), counts)
+    col = np.arange(len(frames), dtype=np.int64) - off[:-1][row]
+    h = counts.astype(np.uint64) * _HASH_W[_MAX_DEPTH]
+    nz = np.flatnonzero(counts)
+    if len(nz):
+        with np.errstate(over="ignore"):
+            vals = (frames.astype(np.uint64) + np.uint64(1)) * _HASH_W[col]
+            h[nz] += np.add.reduceat(vals, off[nz])
+    _, first, inv = uniq_first(h)
+    rep = first[inv]
+    # exact check: every sample has its representative's stack
+    if not np.array_equal(counts[rep], counts) or \
+            not np.array_equal(frames[off[rep][row] + col], frames):
+        return None
+    ucounts = counts[first]
+    uframes = frames[np.repeat(off[first], ucounts) + (np.arange(int(ucounts.sum()), dtype=np.int64) -
+                                                        np.repeat(np.cumsum(ucounts) - ucounts, ucounts))]
+    lines = table[uframes].tolist()
+    ends = np.cumsum(ucounts).tolist()
+    nl = b"\n"
+    texts = []
+    s = 0
+    for e in ends:
+        texts.append(nl + b"".join(lines[s:e]) + nl)
+        s = e
+    arr = np.empty(len(texts), dtype=object)
+    arr[:] = texts
+    return arr, inv
 
 
 def _trace_texts(p: Profile, lo: int, hi: int) -> list[bytes]:
