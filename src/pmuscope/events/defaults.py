@@ -186,6 +186,8 @@ def open_fallbacks(attr: perf_event_attr, errno_name: str) -> list[tuple[str, pe
     - EACCES/EPERM without exclude_kernel: retry user-space only (``:u``).
     """
     out: list[tuple[str, perf_event_attr]] = []
+    if errno_name == "ENOTSUP":  # why: Linux's errno 95 is both; errno.errorcode[95] says ENOTSUP
+        errno_name = "EOPNOTSUPP"
     if errno_name == "EINVAL" and (attr.exclude_guest or attr.exclude_host):
         new = attr.copy()
         new.exclude_guest = new.exclude_host = 0
