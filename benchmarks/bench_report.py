@@ -6,7 +6,14 @@ Files:
 * ``shallow``: ``perf record -e cpu-clock -F 10000 -g`` on a CPU-bound Python loop of
   ``--seconds`` (default 15 s: ~110-150k samples, shallow user stacks);
 * ``deep``: ``perf record -e cpu-clock -F 10000 -g -a`` on ``perf bench sched messaging``
-  (deep kernel + user stacks, every CPU; ``--loops`` sets its size).
+  (deep kernel + user stacks, every CPU; ``--loops`` sets its size: the default
+  12000 gives ~500k samples of ~14 frames on an idle 2-CPU machine, the issue's size).
+
+pmuscope runs as an installed package does: from compiled bytecode. When the
+environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``), every
+run would compile pmuscope's sources again (~0.09 s); the children get a
+private bytecode cache instead (``PYTHONPYCACHEPREFIX`` in the temporary
+directory) and one untimed warm-up run fills it.
 
 For each file: wall time of ``perf script`` and ``pmuscope script`` (both to
 /dev/null; samples/s and the ratio), and of ``perf report --stdio`` and
@@ -15,7 +22,7 @@ the Children column). Each command runs ``--rounds`` times; the best time
 counts. Targets (issue 4): script >= 1.5x perf's throughput, report <= 0.5x
 perf's wall time.
 
-    python benchmarks/bench_report.py [--seconds S] [--loops L] [--rounds R] [--keep DIR]
+    python benchmarks/bench_report.py [--seconds S] [--loops L] [--rounds R] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ import time
 LOOP = "import time\nt=time.time()\nx=0\nwhile time.time()-t<{s}: x+=1\n"
 
 
+ENV = None  # environment of the timed commands (set in main)
+
+
 def run(cmd, out=subprocess.DEVNULL, timeout=900):
     t = time.perf_counter()
-    r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout, env=ENV)
     dt = time.perf_counter() - t
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
@@ -55,16 +65,21 @@ def samples_of(perf, path):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=15.0, help="length of the shallow recording")
-    ap.add_argument("--loops", type=int, default=3000, help="perf bench sched messaging -l for the deep recording")
+    ap.add_argument("--loops", type=int, default=12000, help="perf bench sched messaging -l for the deep recording")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: time the files already in DIR, record none")
     args = ap.parse_args()
+    global ENV
     perf = shutil.which("perf")
     if not perf:
         print("Linux perf is not installed: nothing to compare with")
         return 1
     tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-report-")
     os.makedirs(tmp, exist_ok=True)
+    ENV = dict(os.environ)
+    if ENV.pop("PYTHONDONTWRITEBYTECODE", None) is not None and "PYTHONPYCACHEPREFIX" not in ENV:
+        ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
     files = {
         "shallow": [perf, "record", "-q", "-e", "cpu-clock", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
                     sys.executable, "-c", LOOP.format(s=args.seconds)],
@@ -72,13 +87,18 @@ def main() -> int:
                  perf, "bench", "sched", "messaging", "-l", str(args.loops)],
     }
     pm = [sys.executable, "-m", "pmuscope"]
+    if "PYTHONPYCACHEPREFIX" in ENV and "PYTHONPYCACHEPREFIX" not in os.environ:
+        print(f"(PYTHONDONTWRITEBYTECODE is set here: pmuscope runs from a bytecode cache in {ENV['PYTHONPYCACHEPREFIX']})")
     print(f"{'file':8} {'samples':>8} {'ours/s':>9} | {'perf script':>11} {'ours':>7} {'speedup':>7} | "
           f"{'perf report':>11} {'ours':>7} {'ratio':>6}")
     rows = []
     for name, rec in files.items():
-        run(rec, timeout=900)
         path = rec[rec.index("-o") + 1]
+        if not (args.reuse and args.keep and os.path.exists(path)):
+            run(rec, timeout=900)
         n = samples_of(perf, path)
+        for cmd in ("script", "report"):  # warm-up: bytecode and page cache
+            run(pm + [cmd, "-i", path])
         ps = best([perf, "script", "-i", path], args.rounds)
         us = best(pm + ["script", "-i", path], args.rounds)
         pr = best([perf, "report", "--stdio", "-i", path], args.rounds)
