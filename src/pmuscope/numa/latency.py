@@ -9,9 +9,12 @@ areas (``/proc/PID/maps``) and to the node holding each page.
   NULL: the kernel only fills ``status`` with the node or a -errno), as
   numatop's ``map_addr2nodedst`` does.
 
-The aggregation (:func:`area_stats`, :func:`node_stats`) is pure numpy;
-:class:`LatencySampler` opens the platform's load-latency event per CPU.
-Arm SPE records latency in its AUX trace instead (``pmuscope spe``).
+The aggregation (:func:`area_stats`, :func:`node_stats`) is pure numpy and
+:func:`memory_area_view` applies it to one :class:`pmuscope.memory.MemSamples`
+table whatever wrote it: :class:`LatencySampler` (the platform's load-latency
+event per CPU: PEBS, IBS op) or :class:`SpeLatencySampler` (Arm SPE: load
+records drained from each CPU's AUX area; latency = the record's total
+latency counter in cycles, pid from its CONTEXT packet).
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform as _platform
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ import numpy as np
 from ..errors import PmuscopeError
 from ..kernel import PerfEventFd, abi
 from ..kernel.ring import RingBuffer
+from ..memory.samples import MemSamples
 from ..system import _fs
 from .model import MemArea
 from .platforms import Platform
@@ -129,14 +132,6 @@ def cycles_per_second(root: str = "/") -> float | None:
     return float(m.group(1)) * 1e6 if m else None
 
 
-@dataclass
-class LatencySamples:
-    pid: np.ndarray
-    tid: np.ndarray
-    addr: np.ndarray
-    weight: np.ndarray
-
-
 def ll_attr(platform: Platform, root: str = "/") -> tuple[abi.perf_event_attr, str]:
     """The load-latency sampling attr of ``platform`` (raises with the reason
     when it has none here)."""
@@ -145,6 +140,8 @@ def ll_attr(platform: Platform, root: str = "/") -> tuple[abi.perf_event_attr, s
         raise PmuscopeError(f"no load-latency event for {platform.name} (numatop: latency N)")
     sample_type = int(abi.PERF_SAMPLE_TID | abi.PerfSample.ADDR | abi.PerfSample.WEIGHT | abi.PerfSample.DATA_SRC
                       | abi.PERF_SAMPLE_CPU | abi.PERF_SAMPLE_IDENTIFIER)
+    if is_spe(ll):
+        raise PmuscopeError(f"{ll['name']}: Arm SPE writes an AUX trace, not samples (use SpeLatencySampler)")
     if "pmu" in ll:
         ptype = _fs.read_int(root, f"sys/bus/event_source/devices/{ll['pmu']}/type")
         if ptype is None:
@@ -178,19 +175,19 @@ class LatencySampler:
         for fd in self._fds:
             fd.enable()
 
-    def collect(self) -> LatencySamples:
+    def collect(self) -> MemSamples:
+        """The samples since the last call (all of them: :func:`memory_area_view` filters)."""
         from ..records import decode
 
         parts = []
         for ring in self._rings:
             for item in decode(ring.read_records(), self._attrs):
                 if getattr(item, "addr", None) is not None and item.weight is not None:
-                    keep = keep_memory_samples(item.addr, item.data_src)
-                    parts.append((item.pid[keep], item.tid[keep], item.addr[keep], item.weight[keep]))
-        if not parts:
-            z = np.zeros(0, dtype=np.int64)
-            return LatencySamples(z, z, z.astype(np.uint64), z.astype(np.float64))
-        return LatencySamples(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+                    n = len(item.addr)
+                    parts.append(MemSamples.from_columns(n, pid=item.pid, tid=item.tid, addr=item.addr, weight=item.weight,
+                                                         data_src=item.data_src, cpu=getattr(item, "cpu", None),
+                                                         source=self.name))
+        return MemSamples.concat(parts) if parts else MemSamples.empty(source=self.name)
 
     def close(self) -> None:
         for r in self._rings:
@@ -201,35 +198,148 @@ class LatencySampler:
         self._fds.clear()
 
 
+def is_spe(ll: dict[str, Any] | None) -> bool:
+    """Whether a platform's load-latency entry names an Arm SPE PMU."""
+    return bool(ll) and str(ll.get("pmu", "")).startswith("arm_spe")
+
+
+class SpeLatencySampler:
+    """Arm SPE load records on every CPU the SPE PMU covers (of ``cpus``);
+    :meth:`collect` drains each CPU's AUX area and returns the memory
+    records since the last call as :class:`~pmuscope.memory.MemSamples`.
+
+    The thread of a record comes from its CONTEXT packet (CONTEXTIDR_EL1
+    holds the thread id when the kernel has ``CONFIG_PID_IN_CONTEXTIDR`` and
+    the opener is perfmon-capable, ``drivers/perf/arm_spe_pmu.c``);
+    :func:`spe_samples_by_process` names the process."""
+
+    name = "SPE"
+
+    def __init__(self, cpus: list[int], root: str = "/", *, min_latency: int = 30, period: int = 4096,
+                 pmu_name: str | None = None) -> None:
+        from ..spe.record import SpeConfig, SpeRecorder, find_spe_pmu
+
+        sysfs = os.path.join(root, "sys")
+        pmu = find_spe_pmu(sysfs, pmu_name)
+        covered = [c for c in cpus if not pmu.cpus or c in pmu.cpus]
+        # loads only (perf mem's spe-load without pa_enable: physical addresses are not needed here)
+        config = SpeConfig(ts_enable=1, load_filter=1, store_filter=0, min_latency=min_latency or None, period=period)
+        self._rec = SpeRecorder(config, cpus=covered, sysfs_root=sysfs, pmu_name=pmu.name, synthesize_existing=False,
+                                procfs_root=os.path.join(root, "proc"))
+        self._rec.enable()
+
+    def collect(self) -> MemSamples:
+        from ..memory.samples import from_spe_records
+        from ..spe import decode_records
+
+        parts = []
+        for ring, fd in zip(self._rec.rings, self._rec.fds):
+            ring.read_records()  # side band: not needed, only released
+            aux = ring.read_aux()
+            if aux:
+                parts.append(from_spe_records(decode_records(aux, cpu=fd.cpu, midr=self._rec.midr.get(fd.cpu, 0))))
+        return MemSamples.concat(parts) if parts else MemSamples.empty(source="SPE")
+
+    def close(self) -> None:
+        self._rec.close()
+
+
+def spe_samples_by_process(ms: MemSamples, pid: int, root: str = "/") -> MemSamples:
+    """SPE memory samples (``pid`` = ``tid`` = the CONTEXT packet's thread
+    id, -1 without one) with ``pid`` set to ``pid`` for the records of its
+    threads (``/proc/PID/task``) and -1 for any other; ``meta["no_context"]``
+    counts the records that carry no CONTEXT packet (they belong to no process)."""
+    try:
+        tids = {int(t) for t in os.listdir(os.path.join(root, "proc", str(pid), "task")) if t.isdigit()}
+    except OSError:
+        tids = set()
+    tids.add(int(pid))
+    ms.pid = np.where(np.isin(ms.tid, np.fromiter(tids, np.int64)), np.int64(pid), np.int64(-1))
+    ms.source = "SPE"
+    ms.meta["no_context"] = int((ms.tid < 0).sum())
+    return ms
+
+
+def memory_area_view(samples: MemSamples, areas: list[MemArea], pid: int, *, tid: int | None = None,
+                     ns_per_cycle: float = 1.0, node_of: Any = None, name: str = "load",
+                     duration: float | None = None) -> dict[str, Any]:
+    """numatop's memory-areas result for ``pid`` (only its thread ``tid``
+    when given) from memory samples of any source (PEBS, IBS op, Arm SPE):
+    ``{"areas": area_stats rows, "nodes": node_stats, "samples": n,
+    "source": name, "reason": None or why there are none}``.
+
+    ``node_of(addrs) -> nodes`` gives the node of each sampled page
+    (default: :func:`move_pages_query` on ``pid``; negative = not resident)."""
+    keep = keep_memory_samples(samples.addr, samples.data_src) & (samples.pid == pid)
+    if tid is not None:
+        keep &= samples.tid == tid
+    addr = samples.addr[keep]
+    weight = samples.weight[keep].astype(np.float64)
+    rows = area_stats(areas, addr, weight, ns_per_cycle)
+    lookup = node_of if node_of is not None else (lambda a: move_pages_query(pid, a))
+    try:
+        nodes = node_stats(lookup(addr), weight, ns_per_cycle) if addr.size else {}
+    except PmuscopeError:
+        nodes = {}
+    reason = None
+    if not addr.size:
+        who = f"pid {pid}" if tid is None else f"thread {tid} of pid {pid}"
+        within = f" in {duration:g}s" if duration is not None else ""
+        reason = f"no {name} samples for {who}{within}"
+        lost = int(samples.meta.get("no_context", 0))
+        if lost:
+            reason += (f" ({lost} SPE records have no CONTEXT packet to name their process: the kernel needs "
+                       "CONFIG_PID_IN_CONTEXTIDR and the opener CAP_PERFMON)")
+    return {"areas": rows, "nodes": nodes, "samples": int(addr.size), "source": name, "reason": reason}
+
+
+def latency_source(platform: Platform) -> str:
+    """``"spe"`` when the platform's load-latency entry is an Arm SPE PMU (or
+    an Arm CPU not in the tables: SPE is its only load-latency source), else
+    ``"ll"`` (the sampling load-latency event: PEBS, IBS op)."""
+    if is_spe(platform.ll):
+        return "spe"
+    if not platform.ll and platform.generic and _platform.machine() in ("aarch64", "arm64"):
+        return "spe"
+    return "ll"
+
+
 def measure_latency(pid: int, platform: Platform, cpus: list[int], *, duration: float = 1.0,
-                    root: str = "/", tid: int | None = None) -> dict[str, Any]:
+                    root: str = "/", tid: int | None = None, source: str | None = None,
+                    node_of: Any = None) -> dict[str, Any]:
     """Sample loads for ``duration`` seconds and return ``{"areas": [...],
-    "nodes": {...}, "samples": n, "reason": None}`` for ``pid`` (only its
-    thread ``tid`` when given: numatop's LAT_LWP), or the reason there is
-    nothing (``"reason"``: no load-latency PMU here, ...)."""
+    "nodes": {...}, "samples": n, "source": name, "reason": None}`` for ``pid``
+    (only its thread ``tid`` when given: numatop's LAT_LWP), or the reason there is
+    nothing (``"reason"``: no load-latency PMU here, ...).
+
+    ``source`` is ``"ll"`` (the platform's PEBS / IBS op event), ``"spe"``
+    (Arm SPE) or None: :func:`latency_source` of the platform."""
     import time
 
     from .model import read_maps
 
+    kind = source or latency_source(platform)
+    if kind not in ("ll", "spe"):
+        raise PmuscopeError(f"latency source must be 'll' (PEBS/IBS) or 'spe' (Arm SPE), got {source!r}")
+    label = "SPE" if kind == "spe" else ((platform.ll or {}).get("name") or "load-latency")
     try:
-        sampler = LatencySampler(platform, cpus, root)
+        if kind == "spe":
+            ll = platform.ll if is_spe(platform.ll) else {}
+            sampler: Any = SpeLatencySampler(cpus, root, min_latency=int(ll.get("min_latency", 30)))
+        else:
+            sampler = LatencySampler(platform, cpus, root)
     except PmuscopeError as err:
-        return {"areas": [], "nodes": {}, "samples": 0, "reason": str(err).splitlines()[0]}
+        msg = str(err).splitlines()[0]
+        if kind == "spe" and not msg.startswith("SPE"):
+            msg = f"SPE: {msg}"
+        return {"areas": [], "nodes": {}, "samples": 0, "source": label, "reason": msg}
     try:
         time.sleep(duration)
         s = sampler.collect()
     finally:
         sampler.close()
-    mine = s.pid == pid
-    if tid is not None:
-        mine &= s.tid == tid
-    addr, weight = s.addr[mine], s.weight[mine]
+    if kind == "spe":
+        s = spe_samples_by_process(s, pid, root)
     hz = cycles_per_second(root) or 1e9
-    areas = area_stats(read_maps(root, pid) or [], addr, weight, 1e9 / hz)
-    try:
-        nodes = node_stats(move_pages_query(pid, addr), weight, 1e9 / hz)
-    except PmuscopeError:
-        nodes = {}
-    who = f"pid {pid}" if tid is None else f"thread {tid} of pid {pid}"
-    reason = None if addr.size else f"no {sampler.name} samples for {who} in {duration:g}s"
-    return {"areas": areas, "nodes": nodes, "samples": int(addr.size), "reason": reason}
+    return memory_area_view(s, read_maps(root, pid) or [], pid, tid=tid, ns_per_cycle=1e9 / hz, node_of=node_of,
+                            name=sampler.name, duration=duration)
