@@ -164,3 +164,77 @@ def test_this_machine_without_spe_says_so():
                           [0], duration=0.01, source="spe")
     assert res["reason"].startswith("SPE: no arm_spe_* PMU under /sys/bus/event_source/devices")
     assert "\n" not in res["reason"] and res["samples"] == 0
+
+
+class _FakeRing:
+    def __init__(self, aux):
+        self.aux = aux
+
+    def read_records(self):
+        return b""
+
+    def read_aux(self):
+        aux, self.aux = self.aux, b""
+        return aux
+
+
+class _FakeFd:
+    def __init__(self, cpu):
+        self.cpu = cpu
+
+
+class _FakeRecorder:
+    """What SpeLatencySampler uses of SpeRecorder: per-CPU rings with AUX bytes, fds, MIDRs."""
+
+    def __init__(self, per_cpu):
+        self.rings = [_FakeRing(aux) for aux in per_cpu.values()]
+        self.fds = [_FakeFd(cpu) for cpu in per_cpu]
+        self.midr = {cpu: N1 for cpu in per_cpu}
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def _fake_sampler(per_cpu):
+    from pmuscope.numa.latency import SpeLatencySampler as real
+
+    s = object.__new__(real)
+    s._rec = _FakeRecorder(per_cpu)
+    return s
+
+
+def test_sampler_collect_decodes_each_cpus_aux_area():
+    s = _fake_sampler({0: _load(TEXT + 0x10, 100, ctx=100), 3: _load(ANON, 40, ctx=101, source=0x0) + _branch()})
+    ms = s.collect()
+    assert ms.cpu.tolist() == [0, 3] and ms.tid.tolist() == [100, 101] and ms.weight.tolist() == [100, 40]
+    from pmuscope.memory import datasrc as D
+
+    assert D.data_src_text(int(ms.data_src[0])).startswith("|OP LOAD|LVL RAM hit")  # N1 source 0xE: DRAM
+    assert D.data_src_text(int(ms.data_src[1])).startswith("|OP LOAD|LVL L1 hit")
+    assert len(s.collect()) == 0  # drained
+
+
+def test_measure_latency_spe_end_to_end(monkeypatch):
+    """measure_latency's SPE path with the sampler's AUX areas faked: the
+    fixture process's maps, its threads and the injected page nodes."""
+    import pmuscope.numa.latency as lat
+
+    real = lat.SpeLatencySampler
+    buf = b"".join(_load(va, l, ctx=ctx) for va, l, ctx in LOADS)
+    made = []
+
+    def fake(cpus, root, **kw):
+        made.append((cpus, root, kw))
+        s = object.__new__(real)
+        s._rec = _FakeRecorder({1: buf})
+        return s
+
+    monkeypatch.setattr(lat, "SpeLatencySampler", fake)
+    n1 = platform_for(CpuIdentity(arch="aarch64", vendor="ARM", midr=Midr(N1)))
+    res = measure_latency(PID, n1, [0, 1], duration=0.0, root=ROOT, node_of=_node_of([]))
+    assert made == [([0, 1], ROOT, {"min_latency": 30})]
+    text, anon = res["areas"]  # no cpuinfo in the fixture: 1 ns per cycle
+    assert (text["access_pct"], text["lat_ns"], anon["access_pct"], anon["lat_ns"]) == (50.0, 200.0, 50.0, 800.0)
+    assert res["source"] == "SPE" and res["samples"] == 6 and res["reason"] is None
+    assert res["nodes"][1] == {"access_pct": pytest.approx(100 / 3), "lat_ns": 1000.0}

@@ -293,7 +293,8 @@ class NumatopApp(App):
                 note = f"n/a ACCESS%/LAT: {lat['reason']}"
             else:
                 dist = "  ".join(f"node{n} {d['access_pct']:.1f}% {d['lat_ns']:.0f}ns" for n, d in sorted(lat["nodes"].items()))
-                note = f"ACCESS%/LAT from {lat['samples']} load samples; by node of the page: {dist or 'n/a'}"
+                src = f" ({lat['source']})" if lat.get("source") else ""
+                note = f"ACCESS%/LAT from {lat['samples']} load samples{src}; by node of the page: {dist or 'n/a'}"
             self.header_text += "\n" + note
             self.query_one("#header", Static).update(self.header_text)
         elif v == "callchain":
