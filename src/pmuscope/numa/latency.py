@@ -15,6 +15,11 @@ table whatever wrote it: :class:`LatencySampler` (the platform's load-latency
 event per CPU: PEBS, IBS op) or :class:`SpeLatencySampler` (Arm SPE: load
 records drained from each CPU's AUX area; latency = the record's total
 latency counter in cycles, pid from its CONTEXT packet).
+
+PEBS / IBS samples also carry ``PERF_SAMPLE_CALLCHAIN`` (user-space frames
+only, at most :data:`MAX_STACK`, as numatop's ``IP_NUM``), kept per sample in
+:class:`LatencySamples` for numatop's WIN10 (call chains to a memory area,
+:func:`pmuscope.numa.areachains.area_callchains`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform as _platform
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +46,108 @@ PERF_MEM_OP_EXEC = 0x10
 #: move_pages(2) syscall numbers
 _SYS_MOVE_PAGES = {"x86_64": 279, "aarch64": 239, "ppc64le": 301, "ppc64": 301, "riscv64": 239}
 PAGE = os.sysconf("SC_PAGE_SIZE")
+#: numatop's IP_NUM: user-space frames kept per call chain
+MAX_STACK = 32
+_PERF_CONTEXT_MAX = np.uint64(abi.PERF_CONTEXT_MAX)
+_PERF_CONTEXT_USER = np.uint64(abi.PERF_CONTEXT_USER)
+
+
+@dataclass
+class LatencySamples(MemSamples):
+    """:class:`~pmuscope.memory.MemSamples` plus each sample's user-space call
+    chain (leaf first), flat with offsets as in
+    :class:`pmuscope.records.SampleBatch`: sample i's chain is
+    ``callchain[callchain_offsets[i]:callchain_offsets[i + 1]]``. ``None``
+    when the source has no chains (Arm SPE)."""
+
+    callchain: np.ndarray | None = None
+    callchain_offsets: np.ndarray | None = None
+
+    @classmethod
+    def with_chains(cls, ms: MemSamples, callchain: np.ndarray | None, offsets: np.ndarray | None) -> "LatencySamples":
+        """``ms`` with the chains ``callchain``/``offsets`` (n + 1 offsets)."""
+        if (callchain is None) != (offsets is None):
+            raise ValueError("LatencySamples: callchain and callchain_offsets go together")
+        if offsets is not None and len(offsets) != len(ms) + 1:
+            raise ValueError(f"LatencySamples: {len(offsets)} chain offsets for {len(ms)} samples (need n + 1)")
+        kw = {f: getattr(ms, f) for f in ms.__dataclass_fields__}
+        kw["callchain"] = None if callchain is None else np.asarray(callchain, dtype=np.uint64)
+        kw["callchain_offsets"] = None if offsets is None else np.asarray(offsets, dtype=np.int64)
+        return cls(**kw)
+
+    def chain(self, i: int) -> np.ndarray:
+        """Sample ``i``'s chain, leaf first (empty without chains)."""
+        if self.callchain_offsets is None:
+            return np.zeros(0, np.uint64)
+        return self.callchain[self.callchain_offsets[i]:self.callchain_offsets[i + 1]]
+
+    def select(self, mask) -> "LatencySamples":
+        """The rows where ``mask`` is true (or the given indices), chains included."""
+        base = MemSamples.select(self, mask)
+        if self.callchain_offsets is None:
+            return LatencySamples.with_chains(base, None, None)
+        idx = np.arange(len(self))[mask]
+        off = self.callchain_offsets
+        counts = (off[idx + 1] - off[idx]).astype(np.int64)
+        new_off = np.zeros(len(idx) + 1, np.int64)
+        np.cumsum(counts, out=new_off[1:])
+        pos = np.repeat(off[idx] - new_off[:-1], counts) + np.arange(int(new_off[-1]), dtype=np.int64)
+        return LatencySamples.with_chains(base, self.callchain[pos], new_off)
+
+    @classmethod
+    def concat(cls, parts: list[MemSamples]) -> "LatencySamples":
+        """Join tables; a part without chains gets empty chains when another has some."""
+        parts = [p for p in parts if p is not None]
+        base = MemSamples.concat(parts)
+        if not any(getattr(p, "callchain_offsets", None) is not None for p in parts):
+            return cls.with_chains(base, None, None)
+        flats, counts = [], []
+        for p in parts:
+            off = getattr(p, "callchain_offsets", None)
+            if off is None:
+                counts.append(np.zeros(len(p), np.int64))
+            else:
+                flats.append(p.callchain[off[0]:off[-1]])
+                counts.append(np.diff(off))
+        c = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+        off = np.zeros(len(c) + 1, np.int64)
+        np.cumsum(c, out=off[1:])
+        flat = np.concatenate(flats).astype(np.uint64) if flats else np.zeros(0, np.uint64)
+        return cls.with_chains(base, flat, off)
+
+
+def user_chains(callchain: np.ndarray, offsets: np.ndarray, max_stack: int = MAX_STACK) -> tuple[np.ndarray, np.ndarray]:
+    """The user-space part of kernel call chains (``PERF_SAMPLE_CALLCHAIN``
+    words with their ``PERF_CONTEXT_*`` markers), at most ``max_stack`` frames
+    per sample, leaf first: numatop keeps only user IPs, up to ``IP_NUM``.
+    Words after ``PERF_CONTEXT_USER`` are user frames; any other marker
+    (kernel, guest) starts frames that are dropped; words before the first
+    marker count as user frames when their top bit is clear."""
+    words = np.asarray(callchain, dtype=np.uint64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    counts = np.diff(offsets)
+    sample_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+    words = words[offsets[0]:offsets[-1]]
+    pos = np.arange(len(words), dtype=np.int64)
+    marker = words >= _PERF_CONTEXT_MAX
+    start = np.zeros(len(words), bool)
+    start[(offsets[:-1] - offsets[0])[counts > 0]] = True
+    last = np.maximum.accumulate(np.where(marker | start, pos, -1)) if len(words) else pos
+    ctx_is_marker = marker[last] if len(words) else marker
+    in_user = np.where(ctx_is_marker, words[last] == _PERF_CONTEXT_USER, (words >> np.uint64(63)) == 0)
+    keep = ~marker & in_user
+    kept_sample = sample_of[keep]
+    kc = np.bincount(kept_sample, minlength=n).astype(np.int64)
+    koff = np.zeros(n + 1, np.int64)
+    np.cumsum(kc, out=koff[1:])
+    rank = np.arange(len(kept_sample), dtype=np.int64) - koff[:-1][kept_sample]
+    cut = rank < max_stack
+    flat = words[keep][cut]
+    c = np.bincount(kept_sample[cut], minlength=n).astype(np.int64)
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(c, out=out[1:])
+    return flat, out
 
 
 def keep_memory_samples(addr: np.ndarray, data_src: np.ndarray | None) -> np.ndarray:
@@ -138,8 +246,11 @@ def ll_attr(platform: Platform, root: str = "/") -> tuple[abi.perf_event_attr, s
     ll = platform.ll
     if not ll:
         raise PmuscopeError(f"no load-latency event for {platform.name} (numatop: latency N)")
-    sample_type = int(abi.PERF_SAMPLE_TID | abi.PerfSample.ADDR | abi.PerfSample.WEIGHT | abi.PerfSample.DATA_SRC
-                      | abi.PERF_SAMPLE_CPU | abi.PERF_SAMPLE_IDENTIFIER)
+    # CALLCHAIN for WIN10: user frames only (exclude_callchain_kernel), at most MAX_STACK of them
+    sample_type = int(abi.PERF_SAMPLE_IP | abi.PERF_SAMPLE_TID | abi.PerfSample.ADDR | abi.PerfSample.WEIGHT
+                      | abi.PerfSample.DATA_SRC | abi.PERF_SAMPLE_CPU | abi.PERF_SAMPLE_IDENTIFIER
+                      | abi.PerfSample.CALLCHAIN)
+    chains = {"exclude_callchain_kernel": 1, "sample_max_stack": MAX_STACK}
     if is_spe(ll):
         raise PmuscopeError(f"{ll['name']}: Arm SPE writes an AUX trace, not samples (use SpeLatencySampler)")
     if "pmu" in ll:
@@ -147,10 +258,10 @@ def ll_attr(platform: Platform, root: str = "/") -> tuple[abi.perf_event_attr, s
         if ptype is None:
             raise PmuscopeError(f"{ll['name']}: no {ll['pmu']} PMU here (a VM rarely exposes it)")
         return abi.perf_event_attr(type=ptype, config=int(str(ll.get("config", "0")), 0), sample_period=ll.get("sample_period", 1280),
-                                   sample_type=sample_type, disabled=1), ll["name"]
+                                   sample_type=sample_type, disabled=1, **chains), ll["name"]
     return abi.perf_event_attr(type=abi.PERF_TYPE_RAW, config=int(ll["config"], 0), config1=int(ll.get("config1", "128"), 0),
                                precise_ip=1, exclude_guest=1, sample_period=1000, sample_type=sample_type,
-                               disabled=1), ll["name"]
+                               disabled=1, **chains), ll["name"]
 
 
 class LatencySampler:
@@ -175,19 +286,17 @@ class LatencySampler:
         for fd in self._fds:
             fd.enable()
 
-    def collect(self) -> MemSamples:
-        """The samples since the last call (all of them: :func:`memory_area_view` filters)."""
+    def collect(self) -> "LatencySamples":
+        """The samples since the last call (all of them: :func:`memory_area_view`
+        filters), each with its user-space call chain."""
         from ..records import decode
 
         parts = []
         for ring in self._rings:
             for item in decode(ring.read_records(), self._attrs):
                 if getattr(item, "addr", None) is not None and item.weight is not None:
-                    n = len(item.addr)
-                    parts.append(MemSamples.from_columns(n, pid=item.pid, tid=item.tid, addr=item.addr, weight=item.weight,
-                                                         data_src=item.data_src, cpu=getattr(item, "cpu", None),
-                                                         source=self.name))
-        return MemSamples.concat(parts) if parts else MemSamples.empty(source=self.name)
+                    parts.append(samples_from_batch(item, self.name))
+        return LatencySamples.concat(parts) if parts else LatencySamples.with_chains(MemSamples.empty(source=self.name), None, None)
 
     def close(self) -> None:
         for r in self._rings:
@@ -196,6 +305,17 @@ class LatencySampler:
             fd.close()
         self._rings.clear()
         self._fds.clear()
+
+
+def samples_from_batch(item: Any, source: str) -> LatencySamples:
+    """A decoded load-latency :class:`~pmuscope.records.SampleBatch` as a
+    :class:`LatencySamples` table (user-space chains, at most MAX_STACK)."""
+    n = len(item.addr)
+    ms = MemSamples.from_columns(n, pid=item.pid, tid=item.tid, addr=item.addr, weight=item.weight, ip=item.ip,
+                                 data_src=item.data_src, cpu=getattr(item, "cpu", None), source=source)
+    if getattr(item, "callchain_offsets", None) is None:
+        return LatencySamples.with_chains(ms, None, None)
+    return LatencySamples.with_chains(ms, *user_chains(item.callchain, item.callchain_offsets))
 
 
 def is_spe(ll: dict[str, Any] | None) -> bool:
@@ -266,7 +386,8 @@ def memory_area_view(samples: MemSamples, areas: list[MemArea], pid: int, *, tid
     """numatop's memory-areas result for ``pid`` (only its thread ``tid``
     when given) from memory samples of any source (PEBS, IBS op, Arm SPE):
     ``{"areas": area_stats rows, "nodes": node_stats, "samples": n,
-    "source": name, "reason": None or why there are none}``.
+    "source": name, "reason": None or why there are none, "mem_samples":
+    the samples of pid (tid) for call chains to an area}``.
 
     ``node_of(addrs) -> nodes`` gives the node of each sampled page
     (default: :func:`move_pages_query` on ``pid``; negative = not resident)."""
@@ -290,7 +411,10 @@ def memory_area_view(samples: MemSamples, areas: list[MemArea], pid: int, *, tid
         if lost:
             reason += (f" ({lost} SPE records have no CONTEXT packet to name their process: the kernel needs "
                        "CONFIG_PID_IN_CONTEXTIDR and the opener CAP_PERFMON)")
-    return {"areas": rows, "nodes": nodes, "samples": int(addr.size), "source": name, "reason": reason}
+    mine = samples.pid == pid if tid is None else (samples.pid == pid) & (samples.tid == tid)
+    # the process's samples (chains included): numatop's WIN10 reads them (pmuscope.numa.areachains)
+    return {"areas": rows, "nodes": nodes, "samples": int(addr.size), "source": name, "reason": reason,
+            "mem_samples": samples.select(mine)}
 
 
 def latency_source(platform: Platform) -> str:

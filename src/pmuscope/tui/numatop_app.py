@@ -10,7 +10,9 @@ T       threads of a process       WIN4 TOPNLWP
 Enter   one thread, per node       WIN5 (on the thread list)
 M, L    memory areas               WIN6 (ACCESS%, LAT from load-latency samples; per-node placement; WIN7 by node);
                                    of the one thread when opened from WIN5 (numatop's LAT_LWP)
-C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR); of the one thread from WIN5
+C       call chains                WIN9 (1-4 there: RMA, LMA, CLK, IR); of the one thread from WIN5;
+                                   on a memory area (M/L view): WIN10, the chains of its loads above
+                                   128 cycles (SPE: the top PCs, it records no chains)
 N       node overview              WIN11
 D       node detail                WIN12
 1-5     sort by RMA, LMA, RMA/LMA, CPI, CPU%
@@ -108,6 +110,9 @@ class NumatopApp(App):
         self.callchain_fn = callchain_fn
         self.chain_metric = "clk"
         self.chains = None
+        #: WIN10: the selected memory area and its chains (AreaCallChains)
+        self.area: Any = None
+        self.area_chains: Any = None
         self.root = root
         self.node_filter = node
         self.delay = delay
@@ -188,7 +193,9 @@ class NumatopApp(App):
         snap = self.snap
         plat = self.sampler.platform.name if self.sampler is not None else "?"
         where = f"   node filter {self.node_filter}" if self.node_filter is not None else ""
-        lines = [f"[b]{self.view_title()}[/b]   platform {plat}   interval {self.delay:g}s   sort {self.sort}{where}"
+        from rich.markup import escape
+
+        lines = [f"[b]{escape(self.view_title())}[/b]   platform {plat}   interval {self.delay:g}s   sort {self.sort}{where}"
                  + (f"   refreshed {self.refreshes}x, last {snap.interval_s:.2f}s" if snap else "   (waiting for the first interval)")]
         if snap is not None:
             if snap.attribution.get("unattributed_pct"):
@@ -208,6 +215,7 @@ class NumatopApp(App):
             "thread": f"Thread {self.tid} of process {self.pid}: per-node breakdown",
             "maps": f"Memory areas of {self._scope()}",
             "callchain": f"Call chains of {self._scope()}",
+            "areachains": self._area_title(),
             "nodes": "Node overview",
             "node": f"Node {self.node_id} detail",
         }[self.view_name]
@@ -280,13 +288,14 @@ class NumatopApp(App):
             by_start = {r["addr"]: r for r in (lat or {}).get("areas", [])}
             node_ids = [n["node"] for n in snap.nodes]
             cols = ["ADDR", "SIZE(K)", "PERMS", "ACCESS%", "LAT(ns)"] + [f"N{n}(K)" for n in node_ids] + ["DESC"]
-            rows = []
+            rows, keys = [], []
             for a in areas or []:
+                keys.append(f"a{a.start:x}")
                 place = placement.get(a.start, {})
                 la = by_start.get(a.start, {})
                 rows.append([f"{a.start:x}", str(a.size // 1024), a.perms, _f(la.get("access_pct"), ".1f"),
                              _f(la.get("lat_ns"), ".0f")] + [str(place.get(n, 0) // 1024) for n in node_ids] + [a.desc])
-            self._table(cols, rows)
+            self._table(cols, rows, keys)
             if lat is None:
                 note = "ACCESS%/LAT: sampling loads..."
             elif lat.get("reason"):
@@ -295,8 +304,10 @@ class NumatopApp(App):
                 dist = "  ".join(f"node{n} {d['access_pct']:.1f}% {d['lat_ns']:.0f}ns" for n, d in sorted(lat["nodes"].items()))
                 src = f" ({lat['source']})" if lat.get("source") else ""
                 note = f"ACCESS%/LAT from {lat['samples']} load samples{src}; by node of the page: {dist or 'n/a'}"
-            self.header_text += "\n" + note
+            self.header_text += "\n" + note + "\nkeys here: C call chains to the selected area  B back  H home"
             self.query_one("#header", Static).update(self.header_text)
+        elif v == "areachains":
+            self._render_area_chains()
         elif v == "callchain":
             self._render_chains()
         elif v == "nodes":
@@ -331,6 +342,53 @@ class NumatopApp(App):
         rows = [[str(count), " <- ".join(reversed(frames))] for count, frames in ch.chains]
         self._table(["COUNT", f"CALL CHAIN (leaf first; {ch.event}, {ch.samples} samples)"], rows)
 
+    def _area_title(self) -> str:
+        ac = self.area_chains
+        if ac is not None and self.area is not None and ac.area_start == self.area.start:
+            return ac.title
+        return f"Call chains to area {self.area.start:x} ({self.area.desc})" if self.area is not None else "Call chains to area"
+
+    def _render_area_chains(self) -> None:
+        ac, cols = self.area_chains, ["COUNT", "CALL CHAIN (leaf first)"]
+        if ac is None or self.area is None or ac.area_start != self.area.start:
+            self._table(cols, [["", f"collecting the loads to {self.area.start:x}..."]] if self.area else [])
+            return
+        if ac.kind == "pc":
+            self.header_text += (f"\n{ac.source or 'this source'} records carry no call chain: the load PCs of the area's "
+                                 "accesses, symbolized")
+        self.header_text += (f"\n{ac.samples} loads above {ac.min_latency_cycles} cycles "
+                             f"({ac.below} at or below it left out)")
+        self.query_one("#header", Static).update(self.header_text)
+        if not ac.chains:
+            self._table(cols, [["n/a", ac.reason or "no call chains"]])
+            return
+        head = "CALL CHAIN (leaf first)" if ac.kind == "callchain" else "PC (symbol)"
+        self._table(["COUNT", head], [[str(n), " <- ".join(reversed(frames))] for n, frames in ac.chains])
+
+    def _area_chains(self) -> None:
+        from ..numa.areachains import area_callchains
+
+        area, lat = self.area, self.latency
+        if (self.latency_pid, self.latency_tid) != (self.pid, self.scope_tid):
+            lat = None  # of another process or thread: the maps view's sampling is still running
+        if lat is None or "mem_samples" not in lat:
+            from ..numa.areachains import AreaCallChains
+
+            why = (lat or {}).get("reason") or "sampling the loads of this process..."
+            result = AreaCallChains(self.latency_pid, area.start, area.end, area.desc, reason=why)
+        else:
+            result = area_callchains(lat["mem_samples"], area, pid=self.latency_pid, tid=self.latency_tid,
+                                     procfs_root=f"{self.root.rstrip('/')}/proc")
+        self.call_from_thread(self._area_chains_done, result)
+
+    def _area_chains_done(self, result) -> None:
+        self.area_chains = result
+        if self.view_name == "areachains":
+            try:
+                self._render()
+            except NoMatches:
+                pass
+
     def _record_chains(self) -> None:
         pid, metric, tid = self.pid, self.chain_metric, self.scope_tid
         fn = self.callchain_fn
@@ -357,6 +415,8 @@ class NumatopApp(App):
 
     def _latency_done(self, pid: int, result: dict[str, Any], tid: int | None = None) -> None:
         self.latency, self.latency_pid, self.latency_tid = result, pid, tid
+        if self.view_name == "areachains" and self.area is not None:
+            self.run_worker(self._area_chains, thread=True, exclusive=False)
         if self.view_name == "maps":
             try:
                 self._render()
@@ -402,6 +462,9 @@ class NumatopApp(App):
         self._render()
 
     def action_view(self, name: str) -> None:
+        if name == "callchain" and self.view_name in ("maps", "areachains"):
+            self._open_area_chains()
+            return
         if name in ("maps", "callchain"):
             # from WIN5 (or a view opened from it) these are about the one thread
             if self.view_name == "thread":
@@ -426,6 +489,23 @@ class NumatopApp(App):
             self.run_worker(self._record_chains, thread=True, exclusive=False)
         if name == "maps" and self.sampler is not None:
             self.run_worker(self._record_latency, thread=True, exclusive=False)
+
+    def _open_area_chains(self) -> None:
+        """WIN10: C on a memory area opens the call chains of its slow loads."""
+        key = self._selected_key()
+        if self.view_name != "maps" or not key or not key.startswith("a"):
+            self.bell()
+            return
+        from ..numa.model import read_maps as _read_maps
+
+        start = int(key[1:], 16)
+        self.area = next((a for a in _read_maps(self.root, self.pid) or [] if a.start == start), None)
+        if self.area is None:
+            self.bell()  # the area went away since the view was drawn
+            return
+        self.area_chains = None
+        self._go("areachains")
+        self.run_worker(self._area_chains, thread=True, exclusive=False)
 
     def action_open(self) -> None:
         key = self._selected_key()
