@@ -41,7 +41,10 @@ def _runtime_ns(pid: int) -> int:
 
 @pytest.fixture
 def busy():
-    proc = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "8"])
+    # it must outlive every numatop run of a test: on a loaded 2-vCPU machine one run (interpreter
+    # start, events, -d 1, numa_maps of every process) has taken longer than 8 s, and an exited
+    # (zombie) process has an empty numa_maps: mem_kb 0
+    proc = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "120"])
     time.sleep(0.3)
     yield proc
     proc.kill()
@@ -82,12 +85,14 @@ def test_pmu_columns_and_exact_node_split(busy):
     if reason is not None:
         pytest.skip(f"needs a free hardware PMU: {reason}")
     d = _numatop("-d", "1", "--all")
+    assert busy.poll() is None, "the busy process exited during the run"
     if "never scheduled" in d["unavailable"].get("cpi", ""):
         pytest.skip(f"hardware counters were taken during the run: {d['unavailable']['cpi']}")
     row = next(p for p in d["processes"] if p["pid"] == busy.pid)
     assert row["cpi"] is not None and 0.05 < row["cpi"] < 20
     assert row["clk"] > 1e7 and row["ir"] > 1e7
-    # the side-band's per-node time and schedstat measure the same thing two ways
+    # the side-band's per-node time and schedstat measure the same thing two ways, over one
+    # window: procfs is read right after the counter groups, before the side-band is decoded
     assert row["by_node"][0]["cpu_pct"] == pytest.approx(row["cpu_pct"], abs=15)
     assert d["attribution"]["method"] == "switch-sampling" and d["attribution"]["samples"] > 0
     if "rma" not in d["unavailable"]:

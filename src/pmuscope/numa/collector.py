@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -255,14 +255,22 @@ class SwitchCollector:
             self.attributor.add_switches(cpu, sw[:, 0], sw[:, 1], sw[:, 2])
         return samples, ins
 
-    def collect(self) -> Attribution:
+    def collect(self, after_read: Callable[[], Any] | None = None) -> Attribution:
         """Read every group, attribute everything up to the read, return the
-        interval's per-(pid, tid, cpu) sums."""
+        interval's per-(pid, tid, cpu) sums.
+
+        ``after_read`` is called right after the group reads, before the
+        side-band is decoded: what it reads (procfs) then covers the same
+        window as the attribution. Decoding a loaded second of switches takes
+        tens to hundreds of ms, and a read made after it would cover that much
+        more time than the side-band does."""
         assert self.attributor is not None, "start() first"
         reads: dict[int, tuple[list[int], int, int, int]] = {}
         for cpu, (leader, members, _) in self._groups.items():
             vals, te, tr = _read_group(leader, 1 + len(members))
             reads[cpu] = (vals, te, tr, time.clock_gettime_ns(CLOCK))
+        if after_read is not None:
+            after_read()
         self._drain()
         with self._lock:
             for cpu, (vals, te, tr, t_read) in reads.items():

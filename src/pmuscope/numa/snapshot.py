@@ -425,11 +425,14 @@ class NumaSampler:
             self.uncore.read()
         else:
             self.unavailable["imc_mb"] = self.unavailable["upi_mb"] = "hardware events disabled"
+        first: list[ProcState] = []
         if self.collector is not None:
             time.sleep(0.005)
-            self.collector.collect()  # align the first interval with the procfs read below
-            self._degrade_if_unscheduled()
-        self._state = read_proc_state(root, threads=threads)
+            # the first interval starts at the group reads, procfs read with them (not after the decode)
+            self.collector.collect(after_read=lambda: first.append(read_proc_state(root, threads=threads)))
+            if self._degrade_if_unscheduled():
+                first.clear()  # reopened: its interval starts now
+        self._state = first[0] if first else read_proc_state(root, threads=threads)
 
     def _degrade_if_unscheduled(self) -> bool:
         """When the hardware counters are all taken (the group never ran), the
@@ -459,11 +462,18 @@ class NumaSampler:
         change = self.nodeset.refresh()
         if change and self.collector is not None:
             self.collector.sync_cpus(self.nodeset.cpus)
-        attribution = self.collector.collect() if self.collector is not None else None
+        got: list[ProcState] = []
+
+        def read_state() -> None:
+            got.append(read_proc_state(self.root, threads=self.threads))
+
+        # procfs is read right after the counter groups, before the side-band is
+        # decoded, so process CPU% (schedstat) and its per-node split cover one window
+        attribution = self.collector.collect(after_read=read_state) if self.collector is not None else None
         if self._degrade_if_unscheduled():
             attribution = None  # this interval's side-band stopped with the counters
         uncore = self.uncore.read() if self.uncore is not None else None
-        state = read_proc_state(self.root, threads=self.threads)
+        state = got[0] if got else read_proc_state(self.root, threads=self.threads)
         memory = None
         if self.memory:
             pids = list(state.processes) if memory_pids is None else list(memory_pids)
