@@ -215,7 +215,8 @@ def test_html_report_lost_markers_in_chromium(browser, tmp_path):
     assert int(browser.js("document.querySelector('#summaryList dd[data-key=lost]').dataset.value")) == p.lost
     marks = browser.js("pmuscopeReport.timeline.lost")
     untimed = browser.js("pmuscopeReport.timeline.lost_untimed")
-    assert marks and sum(m[1] for m in marks) + untimed == p.lost
+    # every drop record is drawn or noted (LOST in time, LOST_SAMPLES written at the end untimed)
+    assert marks and sum(m[1] for m in marks) + untimed == p.stats.lost + p.stats.lost_samples
     assert int(browser.js("document.querySelector('.tl-lost').dataset.total")) == sum(m[1] for m in marks)
     # the marker is drawn: the lost row's canvas is red at the first marker's bucket
     red = browser.js(f"""(() => {{ const c = document.querySelector('.tl-lost canvas'); const g = c.getContext('2d');

@@ -119,8 +119,13 @@ class Profile:
     ``frame_off`` (offset from the symbol start), ``frame_kernel``.
     Names: :meth:`dso_name`, :meth:`sym_name` through ``symbolizer``.
 
-    Totals: ``lost`` (PERF_RECORD_LOST.lost + PERF_RECORD_LOST_SAMPLES.lost),
-    ``stats`` (the :class:`~pmuscope.records.DecodeStats` of the stream).
+    Totals: ``lost`` — the samples lost: the sum of PERF_RECORD_LOST_SAMPLES.lost
+    when the file has any (what ``perf report`` prints as "Total Lost Samples"),
+    else the sum of PERF_RECORD_LOST.lost. Not both: perf 6.x writes one
+    LOST_SAMPLES record per event at the end from the PERF_FORMAT_LOST count of
+    the very drops the kernel already reported as PERF_RECORD_LOST, so adding
+    them counts each lost sample twice. ``stats`` (the
+    :class:`~pmuscope.records.DecodeStats` of the stream) keeps both sums apart.
     """
 
     pid: np.ndarray
@@ -778,7 +783,7 @@ class ProfileBuilder:
             frame_off=_grow(f["off"], np.uint64), frame_kernel=_grow(f["kernel"], bool),
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
-            lost=int(stats.lost + stats.lost_samples), stats=stats, raw=raw, raw_offsets=raw_off, source=source)
+            lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source)
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
