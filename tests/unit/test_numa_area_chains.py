@@ -179,3 +179,19 @@ def test_ll_attr_records_user_callchains():
         attr, _ = ll_attr(platform_for(ident))
         assert attr.sample_type & abi.PerfSample.CALLCHAIN and attr.sample_type & abi.PerfSample.IP
         assert attr.exclude_callchain_kernel == 1 and attr.sample_max_stack == MAX_STACK == 32
+
+
+def test_aggregation_without_a_compiler_names_dso_or_unknown():
+    """The same path on the recorded two-node procfs (its /usr/bin/mgen is not on this
+    machine): frames name their mapping, or [unknown] outside every mapping; no gcc needed."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent / "data" / "numa" / "two-node" / "t1" / "proc")
+    anon = MemArea(0x7F0000000000, 0x7F0000064000, "rw-p", 0, "")
+    chains = [[0x400100, 0x400200], [0x400180, 0x400200], [0x10, 0x400200]]
+    rows = [(100, anon.start + 8, 200, LOAD, 0), (100, anon.start + 16, 300, LOAD, 1),
+            (100, anon.start + 24, 400, LOAD, 2), (100, anon.start + 32, 100, LOAD, 2)]
+    res = area_callchains(_samples(None, chains, rows), anon, pid=100, procfs_root=root)
+    assert res.title == "Call chains to area 7f0000000000 ([anon])"
+    assert (res.samples, res.below) == (3, 1)
+    assert res.chains == [(2, ["[mgen]", "[mgen]"]), (1, ["[mgen]", "[unknown]"])]
