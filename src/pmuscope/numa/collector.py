@@ -198,6 +198,11 @@ class SwitchCollector:
     # -- hot plug
     def sync_cpus(self, cpus: list[int]) -> None:
         """Open groups on hot-added CPUs and close those of removed ones."""
+        # the drain thread iterates the groups and reads their rings: not while they change
+        with self._lock:
+            self._sync_cpus(cpus)
+
+    def _sync_cpus(self, cpus: list[int]) -> None:
         want = set(cpus)
         for cpu in sorted(set(self._groups) - want):
             leader, members, ring = self._groups.pop(cpu)
