@@ -177,35 +177,18 @@ def _record(args) -> int:
 def _record_samples(args, cmd: list[str], events) -> int:
     """PEBS / IBS: the events' specs through the sampling Recorder, with the
     sample_type bits perf mem record adds."""
-    import signal
-
     from ..sampling import Recorder
+    from ._recording import exit_status, run_recorder
 
     argv = ["pmuscope", "mem", *sys.argv[2:]] if len(sys.argv) > 2 and sys.argv[1] == "mem" else None
     pids = [int(p) for p in args.pid.split(",") if p.strip()] if args.pid else None
     rec = Recorder(specs=[s for e in events for s in e.specs], sample_type_extra=events[0].sample_type_extra,
                    freq=args.freq, period=args.count, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=cmd or None, output=args.output, argv=argv, sysfs_root=args.sysfs)
-    interrupted = []
-
-    def on_signal(signum, _frame):
-        interrupted.append(signum)
-        rec.stop()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        rec.start()
-        for note in rec.notes:
-            print(f"pmuscope mem record: note: {note}", file=sys.stderr)
-        result = rec.run(args.duration)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    result, interrupted = run_recorder(rec, args.duration, "pmuscope mem record")
     if not args.quiet:
         print(result.summary("pmuscope mem record"), file=sys.stderr)
-    if result.exit_status is not None and not interrupted:
-        return result.exit_status
-    return 0
+    return exit_status(result, interrupted)
 
 
 def _record_spe(args, kind: str, cmd: list[str], event) -> int:

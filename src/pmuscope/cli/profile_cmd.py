@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 
 from .. import errors
+from ._recording import exit_status, run_recorder
 
 HELP = "record a command with call chains, print its top functions, write an HTML flame graph"
 DESCRIPTION = (
@@ -59,19 +59,7 @@ def run(args: argparse.Namespace) -> int:
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)
-    interrupted = []
-
-    def on_signal(signum, _frame):
-        interrupted.append(signum)
-        rec.stop()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        rec.start()
-        result = rec.run(args.duration)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
     print(result.summary("pmuscope profile"), file=sys.stderr)
     prof = load_profile(data_path)
     rep = build_report(prof, sort, percent_limit=0.0)
@@ -85,6 +73,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"pmuscope profile: perf.data  {data_path}  (pmuscope report -i {data_path}; perf report -i {data_path})")
     print(f"pmuscope profile: flame graph {html_path}")
     print(f"pmuscope profile: folded     {folded_path}")
-    if result.exit_status is not None and not interrupted:
-        return result.exit_status
-    return 0
+    return exit_status(result, interrupted)

@@ -4,11 +4,11 @@ perf.data file that Linux ``perf report``/``perf script`` read."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 
 from .. import errors
+from ._recording import exit_status, run_recorder
 
 HELP = "sample into perf.data like perf record (-e, -F/-c, -g, -p/-t/-a/-C, -- CMD)"
 DESCRIPTION = (
@@ -98,22 +98,8 @@ def run(args: argparse.Namespace) -> int:
         build_ids=not args.no_buildid,
         argv=["pmuscope", "record", *sys.argv[2:]] if len(sys.argv) > 1 and sys.argv[1] == "record" else None,
     )
-    interrupted = []
-
-    def on_signal(signum, _frame):
-        interrupted.append(signum)
-        rec.stop()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        started = time.time()
-        rec.start()
-        for note in rec.notes:
-            print(f"pmuscope record: note: {note}", file=sys.stderr)
-        result = rec.run(args.duration)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    started = time.time()
+    result, interrupted = run_recorder(rec, args.duration, "pmuscope record")
     if not args.quiet:
         print(result.summary(), file=sys.stderr)
         if result.lost or result.lost_samples:
@@ -123,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
         # the file is complete: pushing cannot disturb the recording, and its
         # outcome never changes the exit status
         _push(args, result, user_labels, started, time.time())
-    if result.exit_status is not None and not interrupted:
-        return result.exit_status
-    return 0
+    return exit_status(result, interrupted)
 
 
 def _push_labels(args: argparse.Namespace) -> dict[str, str]:
