@@ -112,22 +112,12 @@ def _column_strings(arr: np.ndarray, kind: str) -> list[str]:
     return [_csv_quote(str(v)) for v in arr.tolist()]
 
 
-class CsvWriter(Writer):
-    """CSV with a header line of column names (RFC 4180 quoting). Booleans are
-    written ``0``/``1``; NaN as an empty field."""
+class _TextWriter(Writer):
+    """A writer of text lines to a path, ``-`` (stdout) or an open text file."""
 
     def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(schema, metadata)
         self._f, self._owned = _open_text(path)
-        self._f.write(",".join(_csv_quote(c) for c in self.columns) + "\n")
-
-    def write(self, batch: Mapping[str, np.ndarray]) -> None:
-        n = self._length(batch)
-        if not n:
-            return
-        cols = [_column_strings(np.asarray(batch[name]), kind) for name, kind in self.schema]
-        self._f.write("\n".join(",".join(row) for row in zip(*cols)) + "\n")
-        self.rows_written += n
 
     def flush(self) -> None:
         self._f.flush()
@@ -141,6 +131,23 @@ class CsvWriter(Writer):
         self._f = None  # type: ignore[assignment]
 
 
+class CsvWriter(_TextWriter):
+    """CSV with a header line of column names (RFC 4180 quoting). Booleans are
+    written ``0``/``1``; NaN as an empty field."""
+
+    def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(path, schema, metadata)
+        self._f.write(",".join(_csv_quote(c) for c in self.columns) + "\n")
+
+    def write(self, batch: Mapping[str, np.ndarray]) -> None:
+        n = self._length(batch)
+        if not n:
+            return
+        cols = [_column_strings(np.asarray(batch[name]), kind) for name, kind in self.schema]
+        self._f.write("\n".join(",".join(row) for row in zip(*cols)) + "\n")
+        self.rows_written += n
+
+
 def _json_values(arr: np.ndarray, kind: str) -> list:
     values = arr.tolist()
     if kind == "f64":
@@ -152,12 +159,11 @@ def _json_values(arr: np.ndarray, kind: str) -> list:
     return values
 
 
-class JsonLinesWriter(Writer):
+class JsonLinesWriter(_TextWriter):
     """One JSON object per row (JSON lines), keys in schema order; NaN as null."""
 
     def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
-        super().__init__(schema, metadata)
-        self._f, self._owned = _open_text(path)
+        super().__init__(path, schema, metadata)
         self._dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
     def write(self, batch: Mapping[str, np.ndarray]) -> None:
@@ -173,17 +179,6 @@ class JsonLinesWriter(Writer):
             out.write("\n")
         self._f.write(out.getvalue())
         self.rows_written += n
-
-    def flush(self) -> None:
-        self._f.flush()
-
-    def close(self) -> None:
-        if self._f is None:
-            return
-        self._f.flush()
-        if self._owned:
-            self._f.close()
-        self._f = None  # type: ignore[assignment]
 
 
 class ParquetWriter(Writer):
