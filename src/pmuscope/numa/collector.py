@@ -72,6 +72,9 @@ class SwitchCollector:
         self._groups: dict[int, tuple[PerfEventFd, list[PerfEventFd], RingBuffer]] = {}
         self._chunks: dict[int, list[bytes]] = {}
         self._left: dict[int, list[tuple]] = {}
+        #: per CPU, the (pid, tid) known to be running at the last group read:
+        #: with no switch since, it is still running at the next read
+        self._running_at_read: dict[int, tuple[int, int] | None] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -231,8 +234,9 @@ class SwitchCollector:
         self.cpus = sorted(self._groups)
 
     # -- collection
-    def _decode(self, cpu: int) -> tuple[list[tuple], list[tuple[int, int, int]]]:
-        """(samples, switch-ins) of the chunks drained from ``cpu``'s ring."""
+    def _decode(self, cpu: int) -> tuple[list[tuple], list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+        """(samples, switch-ins, switches as (time, incoming pid, incoming tid))
+        of the chunks drained from ``cpu``'s ring."""
         from ..records import decode
         from ..records.types import SwitchCpuWide
 
@@ -258,7 +262,7 @@ class SwitchCollector:
         if switches and self.attributor is not None:
             sw = np.array(switches, dtype=np.int64)
             self.attributor.add_switches(cpu, sw[:, 0], sw[:, 1], sw[:, 2])
-        return samples, ins
+        return samples, ins, switches
 
     def collect(self, after_read: Callable[[], Any] | None = None) -> Attribution:
         """Read every group, attribute everything up to the read, return the
@@ -279,7 +283,7 @@ class SwitchCollector:
         self._drain()
         with self._lock:
             for cpu, (vals, te, tr, t_read) in reads.items():
-                samples, ins = self._decode(cpu)
+                samples, ins, switches = self._decode(cpu)
                 n_read = vals[0]
                 running = None
                 last_t = -1
@@ -300,6 +304,13 @@ class SwitchCollector:
                     cand = [(t, p, tid) for t, p, tid in ins if last_t <= t <= t_read]
                     if cand:
                         running = (cand[-1][1], cand[-1][2])
+                if running is None and last_t < 0:
+                    # no switch-out on this CPU in the whole interval: a task that kept
+                    # the CPU throughout (a CPU hog) is the one the last switch brought
+                    # in, or, with no switch at all, the one running at the last read
+                    prior = [(t, p, tid) for t, p, tid in switches if t <= t_read]
+                    running = (prior[-1][1], prior[-1][2]) if prior else self._running_at_read.get(cpu)
+                self._running_at_read[cpu] = running
                 self.attributor.boundary(cpu, n_read, [t_read] + vals[1:], running)
                 self._left[cpu] = after_parts
                 lte, ltr = self._times.get(cpu, (0, 0))
