@@ -12,6 +12,7 @@ thread's on-CPU time per CPU and node.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import time
@@ -167,7 +168,31 @@ class SwitchCollector:
             self.attributor.start(cpu, 0, [t0] + [0] * len(self.members))
         self._thread = threading.Thread(target=self._loop, name="pmuscope-numa", daemon=True)
         self._thread.start()
+        self._kick()
         return self
+
+    def _kick(self) -> None:
+        """Make one context switch happen on every CPU right after the start.
+
+        Who is running on a CPU is known from its switch records; a task that
+        keeps its CPU (a CPU hog) would leave its CPU's owner unknown until it
+        is preempted, possibly for many intervals. A short-lived thread pinned
+        to each CPU wakes there, so the hog is switched out and back in and the
+        side band names it from the start."""
+
+        def visit(cpu: int) -> None:
+            try:
+                os.sched_setaffinity(0, {cpu})  # this thread only
+                time.sleep(0.0005)
+            except OSError:  # the CPU went offline or is outside our cpuset
+                pass
+
+        kickers = [threading.Thread(target=visit, args=(cpu,), name=f"pmuscope-kick-{cpu}", daemon=True)
+                   for cpu in self._groups]
+        for t in kickers:
+            t.start()
+        for t in kickers:
+            t.join()
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05):
