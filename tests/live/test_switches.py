@@ -110,3 +110,33 @@ def test_observer_attributes_cpu_samples_to_threads(tmp_path):
     assert np.all(cols["switches"] >= 0)
     s = res.summary()
     assert s["switch_records"] > 0 and s["switch_lost"] == 0
+
+
+def test_a_cpu_hog_that_never_switches_is_named_from_the_start():
+    """Alone on its CPU, a busy loop may not be preempted for seconds: without a
+    switch record its CPU's owner would stay unknown. The tracker makes one
+    switch per CPU when it starts, so the hog is named at once."""
+    import subprocess
+    import sys
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    hog = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        try:
+            tr = SwitchTracker([cpu]).start()
+        except PermissionDeniedError as err:
+            pytest.skip(f"CPU-wide context-switch records need privileges: {err}")
+        time.sleep(0.3)
+        now = time.clock_gettime_ns(MONO)
+        tr.stop()
+        who = tr.running_on(cpu, now - 50_000_000)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert who is not None
+    tl = tr.timeline()
+    span = tr.stopped_at - tr.started_at
+    hog_time = int((tl["end"] - tl["start"])[tl["pid"] == hog.pid].sum())
+    # the hog owns its CPU for most of the tracked time, from the first moment on
+    assert hog_time >= 0.5 * span, (hog_time, span)

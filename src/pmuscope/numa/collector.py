@@ -12,7 +12,6 @@ thread's on-CPU time per CPU and node.
 
 from __future__ import annotations
 
-import os
 import struct
 import threading
 import time
@@ -24,6 +23,7 @@ from ..errors import PmuscopeError
 from ..kernel import PerfEventFd, abi
 from ..kernel.ring import RingBuffer
 from ..system import _fs
+from ..system.kick import kick_cpus
 from .attribution import Attribution, SwitchAttributor
 from .platforms import METRICS, EventRef, Platform
 
@@ -172,27 +172,9 @@ class SwitchCollector:
         return self
 
     def _kick(self) -> None:
-        """Make one context switch happen on every CPU right after the start.
-
-        Who is running on a CPU is known from its switch records; a task that
-        keeps its CPU (a CPU hog) would leave its CPU's owner unknown until it
-        is preempted, possibly for many intervals. A short-lived thread pinned
-        to each CPU wakes there, so the hog is switched out and back in and the
-        side band names it from the start."""
-
-        def visit(cpu: int) -> None:
-            try:
-                os.sched_setaffinity(0, {cpu})  # this thread only
-                time.sleep(0.0005)
-            except OSError:  # the CPU went offline or is outside our cpuset
-                pass
-
-        kickers = [threading.Thread(target=visit, args=(cpu,), name=f"pmuscope-kick-{cpu}", daemon=True)
-                   for cpu in self._groups]
-        for t in kickers:
-            t.start()
-        for t in kickers:
-            t.join()
+        """One context switch on every CPU right after the start, so a CPU hog's
+        CPU is attributed from the first interval (:mod:`pmuscope.system.kick`)."""
+        kick_cpus(list(self._groups))
 
     def _loop(self) -> None:
         while not self._stop.wait(0.05):

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import PmuscopeError
 from ..kernel import PerfEventFd, abi
 from ..kernel.ring import RingBuffer
+from ..system.kick import kick_cpus
 
 TIMELINE_DTYPE = np.dtype([("cpu", "<i4"), ("start", "<i8"), ("end", "<i8"), ("pid", "<i4"), ("tid", "<i4")])
 
@@ -103,6 +104,9 @@ class SwitchTracker:
         self.started_at = time.clock_gettime_ns(self.clockid)
         for fd in self._fds.values():
             fd.enable()
+        # a task that keeps its CPU writes no switch record: make one switch per
+        # CPU now, so every tracked CPU's owner is known from the start
+        kick_cpus(self.cpus)
         if self.background:
             self._thread = threading.Thread(target=self._loop, name="pmuscope-switches", daemon=True)
             self._thread.start()
