@@ -1,5 +1,5 @@
 """Lost samples are counted once, as perf reports them ("Total Lost Samples"),
-on a real lossy recording (a two-page ring, system-wide, 4 KiB stack copies)."""
+on a real lossy recording (a one-page ring, system-wide, 8 KiB stack copies)."""
 
 import json
 import re
@@ -11,8 +11,8 @@ import pytest
 
 def test_lost_samples_equal_perf_report(perf_bin, tmp_path):
     out = tmp_path / "lossy.data"
-    # two data pages per CPU and 4 KiB user-stack copies per sample: perf cannot drain fast enough
-    rec = subprocess.run([perf_bin, "record", "-q", "-m", "2", "-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,4096",
+    # one data page per CPU and 8 KiB user-stack copies per sample: most samples cannot fit at all
+    rec = subprocess.run([perf_bin, "record", "-q", "-m", "1", "-e", "cpu-clock", "-c", "100000", "--call-graph", "dwarf,8192",
                           "-a", "-o", str(out), "--", sys.executable, "-m", "pmuscope.workloads", "busy", "0.3"],
                          capture_output=True, text=True, timeout=120)
     if rec.returncode != 0:
