@@ -82,3 +82,22 @@ def shared_fixtures() -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+def stop_process(proc: subprocess.Popen) -> str:
+    """Terminate (then kill) ``proc``; returns what is left of its stderr and
+    closes its pipes (servers the live tests start: pmuscope serve, Prometheus)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read() or ""
+        proc.stderr.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return err if isinstance(err, str) else err.decode(errors="replace")

@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import hardware_pmu_reason
+from tests.conftest import stop_process as _stop
 
 SCRAPES = 6
 
@@ -63,23 +64,6 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-def _stop(proc: subprocess.Popen) -> str:
-    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    err = ""
-    if proc.stderr is not None:
-        err = proc.stderr.read() or ""
-        proc.stderr.close()
-    if proc.stdout is not None:
-        proc.stdout.close()
-    return err if isinstance(err, str) else err.decode(errors="replace")
 
 
 def _start_serve(events: str) -> tuple[subprocess.Popen, str]:

@@ -21,6 +21,8 @@ import urllib.request
 
 import pytest
 
+from ..conftest import stop_process as _stop
+
 prom_parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client (test extra) not installed")
 
 
@@ -76,23 +78,6 @@ def _wait_up(url: str, proc: subprocess.Popen) -> None:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not come up")
 
-
-def _stop(proc: subprocess.Popen) -> str:
-    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    err = ""
-    if proc.stderr is not None:
-        err = proc.stderr.read() or ""
-        proc.stderr.close()
-    if proc.stdout is not None:
-        proc.stdout.close()
-    return err if isinstance(err, str) else err.decode(errors="replace")
 
 
 def _by_cpu(samples: dict, name: str) -> dict[str, float]:

@@ -17,6 +17,8 @@ import pytest
 
 from pmuscope.counting import online_cpus
 
+from ..conftest import stop_process as _stop
+
 prom_parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client (test extra) not installed")
 
 
@@ -24,23 +26,6 @@ def _samples(text: str) -> dict[tuple, float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in prom_parser.text_string_to_metric_families(text) for s in fam.samples}
 
-
-def _stop(proc: subprocess.Popen) -> str:
-    """Terminate (then kill) ``proc``; returns what is left of its stderr and closes its pipes."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    err = ""
-    if proc.stderr is not None:
-        err = proc.stderr.read() or ""
-        proc.stderr.close()
-    if proc.stdout is not None:
-        proc.stdout.close()
-    return err if isinstance(err, str) else err.decode(errors="replace")
 
 
 def test_http_default_loopback_read_only():
