@@ -103,18 +103,20 @@ class PMU:
     path: str
     type: int
 
-    @cached_property
-    def formats(self) -> dict[str, Format]:
-        out: dict[str, Format] = {}
-        base = os.path.join(self.path, "format")
+    def _read_dir(self, sub: str) -> dict[str, str]:
+        """Every readable file of ``<pmu>/<sub>/`` as name → text, by name."""
+        base = os.path.join(self.path, sub)
         try:
             names = sorted(os.listdir(base))
         except OSError:
-            return out
-        for name in names:
-            text = _read(os.path.join(base, name))
-            if text is None:
-                continue
+            return {}
+        files = {name: _read(os.path.join(base, name)) for name in names}
+        return {name: text for name, text in files.items() if text is not None}
+
+    @cached_property
+    def formats(self) -> dict[str, Format]:
+        out: dict[str, Format] = {}
+        for name, text in self._read_dir("format").items():
             try:
                 out[name] = Format.parse(name, text)
             except ValueError:
@@ -124,28 +126,21 @@ class PMU:
     @cached_property
     def aliases(self) -> dict[str, Alias]:
         out: dict[str, Alias] = {}
-        base = os.path.join(self.path, "events")
-        try:
-            names = sorted(os.listdir(base))
-        except OSError:
-            return out
+        files = self._read_dir("events")
         companions = (".scale", ".unit", ".per-pkg", ".snapshot")
-        for name in names:
+        for name, text in files.items():
             if name.endswith(companions):
                 continue
-            text = _read(os.path.join(base, name))
-            if text is None:
-                continue
             alias = Alias(name, text.replace("\n", ","))
-            scale = _read(os.path.join(base, name + ".scale"))
+            scale = files.get(name + ".scale")
             if scale:
                 try:
                     alias.scale = float(scale)
                 except ValueError:
                     pass
-            alias.unit = _read(os.path.join(base, name + ".unit")) or ""
-            alias.per_pkg = (_read(os.path.join(base, name + ".per-pkg")) or "0").strip() == "1"
-            alias.snapshot = (_read(os.path.join(base, name + ".snapshot")) or "0").strip() == "1"
+            alias.unit = files.get(name + ".unit") or ""
+            alias.per_pkg = (files.get(name + ".per-pkg") or "0").strip() == "1"
+            alias.snapshot = (files.get(name + ".snapshot") or "0").strip() == "1"
             out[name] = alias
         return out
 
@@ -173,17 +168,7 @@ class PMU:
 
     @cached_property
     def caps(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        base = os.path.join(self.path, "caps")
-        try:
-            names = sorted(os.listdir(base))
-        except OSError:
-            return out
-        for name in names:
-            text = _read(os.path.join(base, name))
-            if text is not None:
-                out[name] = text
-        return out
+        return self._read_dir("caps")
 
     @property
     def is_core(self) -> bool:
