@@ -101,3 +101,47 @@ def stop_process(proc: subprocess.Popen) -> str:
     if proc.stdout is not None:
         proc.stdout.close()
     return err if isinstance(err, str) else err.decode(errors="replace")
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def nobody_python() -> tuple[list[str], dict[str, str]]:
+    """A command prefix and environment that run ``python3`` as uid 65534 with this
+    checkout of pmuscope (and numpy) importable: copies of both in a world-readable
+    directory, run by the system interpreter, since the test interpreter may live in a
+    home directory that user cannot enter. Skips (naming why) without root or setpriv."""
+    import sys
+    import sysconfig
+    import tempfile
+
+    import numpy
+
+    import pmuscope
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a command as uid 65534")
+    system_python = "/usr/bin/python3"
+    if not os.access(system_python, os.X_OK):
+        pytest.skip(f"{system_python} is missing: no interpreter uid 65534 can run")
+    site = Path(tempfile.mkdtemp(prefix="pmuscope-nobody-"))  # not under pytest's 0700 base dir
+    shutil.copytree(Path(pmuscope.__file__).resolve().parent, site / "pmuscope",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    version = subprocess.run([system_python, "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.strip()
+    if version == str(sys.version_info[:2]) and sysconfig.get_config_var("SOABI"):
+        # same minor version: numpy's extension modules are ABI-compatible, copy them too
+        numpy_dir = Path(numpy.__file__).resolve().parent
+        shutil.copytree(numpy_dir, site / "numpy", ignore=shutil.ignore_patterns("__pycache__", "tests"))
+        libs = numpy_dir.parent / "numpy.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, site / "numpy.libs")
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() or os.access(p, os.X_OK) else 0o644)
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    probe = subprocess.run(NOBODY + [system_python, "-c", "import numpy, pmuscope.cli.main"],
+                           env=env, cwd=site, capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"uid 65534 cannot import pmuscope with {system_python} "
+                    f"(python {version} here, {sys.version_info[:2]} for the tests): {probe.stderr.strip()[-200:]}")
+    return NOBODY + [system_python], env

@@ -12,25 +12,19 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
-import os
 import platform
-import shutil
 import subprocess
-import tempfile
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-import pmuscope
 import pmuscope.errors as E
 from pmuscope.kernel import PerfEventFd, abi, perf_event_attr
 
-from ..conftest import hardware_pmu_reason
+from ..conftest import hardware_pmu_reason, nobody_python
 
-SRC = Path(pmuscope.__file__).resolve().parent
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def paranoid() -> int:
@@ -72,33 +66,12 @@ SNIPPET = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def unprivileged(tmp_path_factory):
-    """Run SNIPPET as uid 65534 with a readable copy of the kernel layer
+    """Run SNIPPET as uid 65534 with a readable copy of the package
     (the checkout and the interpreter's site-packages may be private to root)."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to drop to an unprivileged user")
-    # a fresh directory right under /tmp: pytest keeps its own base temp dir 0700,
-    # and a concurrent pytest run may reset it, so nothing below it is reliably reachable
-    base = Path(tempfile.mkdtemp(prefix="pmuscope-unpriv-"))
-    pkg = base / "pmuscope"
-    (pkg / "kernel").mkdir(parents=True)
-    shutil.copy(SRC / "errors.py", pkg / "errors.py")
-    for f in (SRC / "kernel").glob("*.py"):
-        shutil.copy(f, pkg / "kernel" / f.name)
-    (pkg / "__init__.py").write_text('__version__ = "test"\n')
-    for p in [base, *base.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    env = {"PYTHONPATH": str(base), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-    interpreter = None
-    for cand in (sys.executable, "/usr/bin/python3", shutil.which("python3") or ""):
-        if cand and subprocess.run(NOBODY + [cand, "-c", "import sys, pmuscope.kernel; assert sys.version_info >= (3, 10)"],
-                                   env=env, cwd=base, capture_output=True, timeout=60).returncode == 0:
-            interpreter = cand
-            break
-    if interpreter is None:
-        pytest.skip("no Python >= 3.10 that uid 65534 can run")
+    python, env = nobody_python()
 
     def run(cases: list[tuple[int, int, int]]) -> list[dict | None]:
-        proc = subprocess.run(NOBODY + [interpreter, "-c", SNIPPET, json.dumps(cases)], env=env, cwd=base,
+        proc = subprocess.run(python + ["-c", SNIPPET, json.dumps(cases)], env=env, cwd="/",
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)

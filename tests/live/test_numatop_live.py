@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import hardware_pmu_reason
+from tests.conftest import hardware_pmu_reason, nobody_python
 
 
 def counters_busy() -> str | None:
@@ -51,10 +51,10 @@ def busy():
     proc.wait()
 
 
-def _numatop(*args: str, user: list[str] | None = None) -> tuple[dict, float]:
-    """Run the command; returns its JSON and the busy-window length."""
-    cmd = (user or []) + [sys.executable, "-m", "pmuscope", "numatop", "--once", "--json", *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+def _numatop(*args: str, python: list[str] | None = None, env: dict | None = None) -> dict:
+    """Run the command (as another user when PYTHON is given) and return its JSON."""
+    cmd = (python or [sys.executable]) + ["-m", "pmuscope", "numatop", "--once", "--json", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -111,13 +111,8 @@ def test_procfs_only_mode_names_every_missing_column(busy):
 
 
 def test_unprivileged_user_degrades_with_reasons(busy):
-    if not os.path.exists("/usr/bin/setpriv") or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv to run a command as nobody")
-    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    env_ok = subprocess.run(nobody + [sys.executable, "-c", "import pmuscope"], capture_output=True)
-    if env_ok.returncode != 0:
-        pytest.skip("the checkout is not importable by nobody")
-    d = _numatop("-d", "0.5", "--all", user=nobody)
+    python, env = nobody_python()
+    d = _numatop("-d", "0.5", "--all", python=python, env=env)
     row = next(p for p in d["processes"] if p["pid"] == busy.pid)
     assert row["cpu_pct"] > 0  # schedstat is world-readable
     paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())

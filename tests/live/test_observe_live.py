@@ -2,7 +2,6 @@
 observer on a busy process, regions on known nested workloads, the CLI."""
 
 import json
-import os
 import subprocess
 import sys
 import threading

@@ -130,14 +130,17 @@ def test_call_chains_recorded(busy_file, perf_bin):
 
 
 def test_tracepoint_raw_fields_match_perf_script(tmp_path, perf_bin):
-    out, _ = record(tmp_path, "-e", "sched:sched_switch", "-a", "--duration", "0.3")
+    # system-wide, with a workload that switches out 30 times of its own accord: a quiet
+    # machine's background alone can leave a CPU without a single switch for 0.3 s
+    out, _ = record(tmp_path, "-e", "sched:sched_switch", "-a", "--", sys.executable, "-m", "pmuscope.workloads", "sleeps", "30", "2")
     fmt = read_format("sched", "sched_switch")
     ours = []
     for item in PerfDataFile(str(out)).records():
         if isinstance(item, SampleBatch):
             cols = fmt.decode_batch(item.raw, item.raw_offsets)
             ours += list(zip(cols["prev_comm"], cols["prev_pid"].tolist(), cols["next_comm"], cols["next_pid"].tolist()))
-    assert len(ours) > 5
+    assert len(ours) >= 30
+    assert sum(1 for prev_comm, *_ in ours if prev_comm == "python3" or prev_comm.startswith("python")) >= 30
     script = perf(perf_bin, "script", "-F", "trace", "-i", str(out))
     theirs = []
     for ln in script.splitlines():

@@ -18,7 +18,6 @@ shell shim, so both count the same exec chain) pinned to one CPU, with
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys

@@ -3,7 +3,6 @@ intervals, output files, delay, Ctrl-C, attach."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
