@@ -111,6 +111,24 @@ class Attribution:
         np.add.at(sums, inv, self.values)
         return {int(k): sums[i] for i, k in enumerate(uniq)}
 
+    def by_rows(self, *keys: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+        """Sum rows grouped by several integer key columns at once, e.g.
+        ``(pid, node)`` or ``(pid, tid, node)``; the dict keys are tuples.
+
+        The columns are grouped side by side (``np.unique`` over rows), not
+        packed into one integer: pids go up to ``pid_max`` (4194304 on 64-bit),
+        node ids up to 1023 and the unattributed pseudo-thread and a CPU outside
+        every node are -1, so any packing needs ranges it cannot check. Any
+        integer dtype works (an int32 pid column would overflow a product)."""
+        out: dict[tuple[int, ...], np.ndarray] = {}
+        if not keys or keys[0].size == 0:
+            return out
+        cols = np.column_stack([np.asarray(k, dtype=np.int64) for k in keys])
+        uniq, inv = np.unique(cols, axis=0, return_inverse=True)
+        sums = np.zeros((uniq.shape[0], self.values.shape[1]))
+        np.add.at(sums, inv.reshape(-1), self.values)
+        return {tuple(int(x) for x in k): sums[i] for i, k in enumerate(uniq.tolist())}
+
 
 @dataclass
 class SwitchAttributor:

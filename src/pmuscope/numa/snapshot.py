@@ -213,9 +213,9 @@ def build_snapshot(
     cols = attribution.columns if attribution is not None else ("time_ns",)
     by_node: dict[int, np.ndarray] = {}
     by_pid: dict[int, np.ndarray] = {}
-    by_pid_node: dict[tuple[int, int], np.ndarray] = {}
-    by_tid: dict[tuple[int, int], np.ndarray] = {}
-    by_tid_node: dict[tuple[int, int, int], np.ndarray] = {}
+    by_pid_node: dict[tuple[int, ...], np.ndarray] = {}  # (pid, node)
+    by_tid: dict[tuple[int, ...], np.ndarray] = {}  # (pid, tid)
+    by_tid_node: dict[tuple[int, ...], np.ndarray] = {}  # (pid, tid, node)
     att_interval_ns = float(interval_ns)
     if attribution is not None and attribution.pid.size:
         if attribution.intervals_ns:
@@ -224,17 +224,10 @@ def build_snapshot(
         nodes_arr = np.array([node_of_cpu.get(int(c), -1) for c in attribution.cpu], dtype=np.int64)
         by_node = attribution.by(nodes_arr)
         by_pid = attribution.by(attribution.pid)
-        key = attribution.pid * 4096 + nodes_arr
-        by_pid_node = {(k // 4096, k % 4096): v for k, v in attribution.by(key).items()}
-        tkey = attribution.pid * (1 << 32) + attribution.tid
-        by_tid = {(k >> 32, k & 0xFFFFFFFF): v for k, v in attribution.by(tkey).items()}
-        # (thread, node): the thread's index among the distinct (pid, tid) keys, then the node
-        # (+1 so a CPU outside every node, -1, stays apart); exact for any pid/tid range
-        tuniq, tinv = np.unique(tkey, return_inverse=True)
-        width = (max(node_of_cpu.values(), default=0) + 2)
-        for k, v in attribution.by(tinv.astype(np.int64) * width + nodes_arr + 1).items():
-            t = int(tuniq[k // width])
-            by_tid_node[(t >> 32, t & 0xFFFFFFFF, k % width - 1)] = v
+        # tuple keys, grouped column by column: exact for any pid, tid and node (-1 included)
+        by_pid_node = attribution.by_rows(attribution.pid, nodes_arr)
+        by_tid = attribution.by_rows(attribution.pid, attribution.tid)
+        by_tid_node = attribution.by_rows(attribution.pid, attribution.tid, nodes_arr)
 
     # -- nodes
     node_rows = []
