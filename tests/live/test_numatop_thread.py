@@ -74,6 +74,27 @@ def test_threads_json_has_per_node_breakdown(spinner):
         assert busiest["cpi"] is not None and busiest["cpi"] > 0
 
 
+def test_threads_csv_rows_name_the_spinning_thread(spinner):
+    import csv
+    import io
+
+    from pmuscope.cli.numatop_cmd import CSV_COLUMNS
+
+    pid, tid = spinner
+    out = subprocess.run([sys.executable, "-m", "pmuscope", "numatop", "--once", "--csv", "--threads", "-d", "1",
+                          "--top", "5"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    body = [line for line in out.stdout.splitlines() if not line.startswith("#")]
+    assert body[0].split(",") == [*CSV_COLUMNS, "tid"]  # the old columns where they were, tid last
+    rows = list(csv.DictReader(io.StringIO("\n".join(body))))
+    procs = {int(r["pid"]) for r in rows if r["table"] == "process"}
+    threads = {(int(r["pid"]), int(r["tid"])): r for r in rows if r["table"] == "thread"}
+    assert pid in procs and {p for p, _ in threads} <= procs  # threads of the shown processes only
+    row = threads[(pid, tid)]
+    assert float(row["cpu_pct"]) > 20 and float(threads[(pid, pid)]["cpu_pct"]) < 5
+    assert row["node"] == "" and row["mem_kb"] == ""
+
+
 def test_tui_opens_the_thread_from_the_thread_list(spinner):
     pytest.importorskip("textual", reason="the tui extra (textual) is not installed")
     from pmuscope.tui.numatop_app import NumatopApp

@@ -118,3 +118,35 @@ def test_threads_json_keeps_its_keys_and_adds_by_node(two_node, nodes):
     assert (cell["cpu_pct"], cell["rma"], cell["lma"], cell["cpi"]) == (pytest.approx(5.0), 300, 100, 1.5)
     args.threads = False
     assert "threads" not in _select(two_node, args, nodes)
+
+
+def test_threads_csv_rows_mirror_the_json_threads(two_node, nodes):
+    import csv
+    import io
+
+    from pmuscope.cli.numatop_cmd import CSV_COLUMNS, _csv_rows, _select, csv_columns
+
+    args = argparse.Namespace(all=False, node=None, sort="cpu_pct", top=None, ascending=False, threads=True)
+    d = _select(two_node, args, nodes)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, csv_columns(True))
+    w.writeheader()
+    w.writerows(_csv_rows(d, 0))
+    rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
+    header = buf.getvalue().splitlines()[0].split(",")
+    assert header[:len(CSV_COLUMNS)] == list(CSV_COLUMNS) and header[len(CSV_COLUMNS):] == ["tid"]
+    assert [r["table"] for r in rows] == ["node"] * 2 + ["process"] * len(d["processes"]) + ["thread"] * len(d["threads"])
+    threads = [r for r in rows if r["table"] == "thread"]
+    assert [(int(r["pid"]), int(r["tid"])) for r in threads] == [(t["pid"], t["tid"]) for t in d["threads"]]
+    t101 = next(r for r in threads if r["tid"] == "101")
+    want = two_node.thread(100, 101)
+    assert (t101["comm"], float(t101["cpu_pct"]), float(t101["rma"]), float(t101["lma"])) == (
+        want["comm"], pytest.approx(want["cpu_pct"]), want["rma"], want["lma"])
+    assert float(t101["cpi"]) == pytest.approx(want["cpi"]) and t101["node"] == "" and t101["mem_kb"] == ""
+    assert all(r["tid"] == "" for r in rows if r["table"] != "thread")
+
+    # without --threads: the header and rows scripts already read, no tid column, no thread rows
+    args.threads = False
+    plain = _csv_rows(_select(two_node, args, nodes), 0)
+    assert csv_columns(False) == CSV_COLUMNS
+    assert {r["table"] for r in plain} == {"node", "process"} and all("tid" not in r for r in plain)

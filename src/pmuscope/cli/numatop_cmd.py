@@ -22,6 +22,14 @@ DESCRIPTION = (
 
 CSV_COLUMNS = ("interval", "table", "node", "pid", "comm", "cpus", "cpu_pct", "rma", "lma", "rma_lma", "cpi", "rpi",
                "lpi", "migrations", "minflt", "majflt", "mem_kb", "mem_total_kb", "mem_free_kb", "imc_mb_s", "upi_mb_s")
+#: with --threads: one more column, appended so the others keep their positions
+CSV_THREAD_COLUMNS = CSV_COLUMNS + ("tid",)
+
+
+def csv_columns(threads: bool) -> tuple[str, ...]:
+    """The CSV header: ``tid`` (and ``table=thread`` rows) only with --threads,
+    so the output without it stays what scripts already read."""
+    return CSV_THREAD_COLUMNS if threads else CSV_COLUMNS
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,14 +40,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--stream", action="store_true", help="print every interval (JSON lines or CSV rows)")
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="JSON (one object per interval)")
-    fmt.add_argument("--csv", action="store_true", help="CSV (node and process rows)")
+    fmt.add_argument("--csv", action="store_true",
+                     help="CSV: one row per node and process, 'table' says which; "
+                          "with --threads also 'thread' rows and a last 'tid' column")
     parser.add_argument("--node", type=int, default=None, metavar="N", help="only processes that ran on (or hold memory on) node N")
     parser.add_argument("--sort", default="cpu_pct", metavar="COLUMN", help="sort processes by this column (default cpu_pct)")
     parser.add_argument("--ascending", action="store_true", help="sort ascending")
     parser.add_argument("--top", type=int, default=None, metavar="N", help="keep the first N processes")
     parser.add_argument("--all", action="store_true", help="include processes that did not run in the interval")
     parser.add_argument("--threads", action="store_true",
-                        help="also report every thread of the shown processes ('threads', each with its per-node 'by_node')")
+                        help="also report every thread of the shown processes (numatop's thread view): JSON 'threads', "
+                             "each with its per-node 'by_node'; CSV rows with table=thread")
     parser.add_argument("--no-pmu", action="store_true", help="no hardware events (software side-band and procfs only)")
     parser.add_argument("--no-switches", action="store_true", help="no perf events at all (procfs only)")
 
@@ -66,14 +77,21 @@ def _select(snap, args: argparse.Namespace, nodes) -> dict[str, Any]:
 
 
 def _csv_rows(d: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """Node rows, process rows, then (when ``d`` has them) thread rows in the
+    order of the JSON ``threads`` list; cells a row kind lacks stay empty."""
+    columns = csv_columns("threads" in d)
     out = []
     for n in d["nodes"]:
-        row = {k: n.get(k) for k in CSV_COLUMNS if k in n}
+        row = {k: n.get(k) for k in columns if k in n}
         row.update(interval=index, table="node", cpus=" ".join(map(str, n["cpus"])))
         out.append(row)
     for p in d["processes"]:
-        row = {k: p.get(k) for k in CSV_COLUMNS if k in p}
+        row = {k: p.get(k) for k in columns if k in p}
         row.update(interval=index, table="process")
+        out.append(row)
+    for t in d.get("threads", ()):
+        row = {k: t.get(k) for k in columns if k in t}
+        row.update(interval=index, table="thread")
         out.append(row)
     return out
 
@@ -134,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.node is not None:
             sampler.nodeset.node(args.node)  # KeyError names the online nodes
         deadline = None if args.time is None else time.monotonic() + args.time
-        writer = None
+        header = False
         index = 0
         try:
             while True:
@@ -143,10 +161,11 @@ def _run(args: argparse.Namespace) -> int:
                 d = _select(snap, args, sampler.nodeset.nodes)
                 if args.csv:
                     buf = io.StringIO()
-                    if writer is None:
-                        writer = True
-                        csv.DictWriter(buf, CSV_COLUMNS).writeheader()
-                    csv.DictWriter(buf, CSV_COLUMNS).writerows(_csv_rows(d, index))
+                    writer = csv.DictWriter(buf, csv_columns(args.threads))
+                    if not header:
+                        writer.writeheader()
+                        header = True
+                    writer.writerows(_csv_rows(d, index))
                     if index == 0:
                         for col, why in d["unavailable"].items():
                             buf.write(f"# unavailable {col}: {why}\n")
