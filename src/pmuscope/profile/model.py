@@ -239,6 +239,30 @@ class Profile:
             return self.stack, self.stack_offsets
         return self.leaf.astype(np.int64), np.arange(len(self) + 1, dtype=np.int64)
 
+    def chains(self, *, order: str = "callee", max_stack: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(frames, offsets)`` of each sample's call chain in perf's display
+        ``order``: ``callee`` is leaf first (the kernel's order), ``caller``
+        is the outermost caller first.
+
+        ``max_stack`` keeps the first N frames *of that order*, as perf's
+        ``--max-stack`` does (thread__resolve_callchain_sample walks the chain
+        in display order and stops after N entries): callee order keeps the
+        innermost frames, caller order the outermost ones.
+        """
+        frames, off = self.stacks()
+        lens = np.diff(off)
+        if order == "caller" and len(frames):
+            # entry g of sample s moves to off[s] + off[s+1] - 1 - g
+            s = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+            frames = frames[off[:-1][s] + off[1:][s] - 1 - np.arange(len(frames), dtype=np.int64)]
+        if max_stack is not None and len(lens) and int(lens.max()) > max_stack:
+            keep = np.minimum(lens, max(int(max_stack), 0))
+            noff = np.zeros(len(lens) + 1, dtype=np.int64)
+            np.cumsum(keep, out=noff[1:])
+            idx = np.repeat(off[:-1] - noff[:-1], keep) + np.arange(int(noff[-1]), dtype=np.int64)
+            return frames[idx], noff
+        return frames, off
+
 
 class ProfileBuilder:
     """Incremental construction of a :class:`Profile` from decoded items
