@@ -13,6 +13,12 @@ one entry per (DSO, symbol); an address no symbol covers is one entry per
 map-relative address, shown as perf shows it (``0x00000000004011a6``).
 With ``children=True`` each sample also counts once for every distinct entry
 of its call chain (perf's ``Children`` column).
+
+With ``call_graph`` (perf's ``-g``), each row also carries its call graph
+(:mod:`pmuscope.profile.callchain`), drawn under the row by
+:func:`format_report` the way ``perf report --stdio`` draws it: the ``graph``
+and ``fractal`` trees with perf's ``|``, ``---`` and ``--N.NN%--``
+connectors, ``flat`` chains and ``folded`` lines.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PmuscopeError
+from .callchain import CallGraphParams, CallNode, CallTree, build_call_trees, parse_call_graph, tree_json
 from .model import Profile, uniq, uniq_first, uniq_inv
 
 SORT_KEYS = ("comm", "pid", "tid", "dso", "sym", "cpu")
@@ -52,6 +59,9 @@ class ReportRow:
     overhead: float
     children: float | None = None
     children_samples: int | None = None
+    children_period: float | None = None
+    #: the row's call graph (only when the report was built with ``call_graph``)
+    callchain: CallTree | None = None
 
     def as_json(self) -> dict:
         out: dict = {"overhead": round(self.overhead, 4), "samples": self.samples}
@@ -61,6 +71,12 @@ class ReportRow:
             out[k] = v
         out["period"] = int(self.period)
         return out
+
+    @property
+    def chain_parent_period(self) -> float:
+        """What perf compares a call graph's first entry with (the row's
+        period: the Children period when that column is on)."""
+        return self.children_period if self.children_period is not None else self.period
 
 
 @dataclass
@@ -76,13 +92,28 @@ class Report:
     children: bool = False
     #: display strings of each row (same order as ``rows``), with perf's [k]/[.] level marks
     display: list[dict[str, str]] = field(default_factory=list)
+    #: how the rows' call graphs were built and are drawn (None: no call graphs)
+    call_graph: CallGraphParams | None = None
 
     def to_json(self) -> dict:
-        """The JSON contract: samples, lost, event, rows (highest overhead first)."""
-        return {"samples": self.samples, "lost": self.lost, "event": self.event,
-                "event_count": self.total_period, "sort": list(self.sort),
-                "weight": "period", "children": self.children,
-                "rows": [r.as_json() for r in self.rows]}
+        """The JSON contract: samples, lost, event, rows (highest overhead first).
+
+        With call graphs, each row also has ``callchain`` (nested ``{sym, dso,
+        samples, period, percent, children}``) and the report ``call_graph``
+        (mode, threshold, order, value) telling how they were built."""
+        out = {"samples": self.samples, "lost": self.lost, "event": self.event,
+               "event_count": self.total_period, "sort": list(self.sort),
+               "weight": "period", "children": self.children,
+               "rows": [r.as_json() for r in self.rows]}
+        cg = self.call_graph
+        if cg is not None and cg.enabled:
+            out["call_graph"] = {"mode": cg.mode, "min_percent": cg.min_percent,
+                                 "order": cg.resolved_order(self.children), "value": cg.value}
+            for r, j in zip(self.rows, out["rows"]):
+                if r.callchain is not None:
+                    j["callchain"] = tree_json(r.callchain, total=float(self.total_period), params=cg,
+                                               row_period=r.chain_parent_period)
+        return out
 
 
 def _frame_sym_keys(p: Profile) -> np.ndarray:
@@ -161,13 +192,24 @@ def _sym_label(p: Profile, frame: int) -> str:
 
 
 def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: bool = False,
-                 percent_limit: float = 0.0, event: str | None = None) -> Report:
-    """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first)."""
+                 percent_limit: float = 0.0, event: str | None = None,
+                 call_graph: CallGraphParams | str | None = None, max_stack: int | None = None) -> Report:
+    """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first).
+
+    ``call_graph`` (a :class:`~pmuscope.profile.callchain.CallGraphParams` or
+    a perf ``-g`` string) also builds each row's call graph, when ``p`` has
+    call chains. ``max_stack`` keeps that many frames of each chain in the
+    call graph's order, for the Children column too (perf's ``--max-stack``).
+    """
+    if isinstance(call_graph, str):
+        call_graph = parse_call_graph(call_graph)
     n = len(p)
     total = float(p.period.sum(dtype=np.float64)) if n else 0.0
     ev = event if event is not None else ",".join(p.event_names[i] for i in uniq(p.event).tolist()) \
         if n else ",".join(p.event_names)
     rep = Report(ev, n, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
+    if call_graph is not None and p.has_callchain:
+        rep.call_graph = call_graph
     if n == 0:
         return rep
     # dense keys: one for the sample-level sort keys (comm, pid, tid, cpu),
@@ -177,8 +219,13 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     leaf_key = skey * nf + fkey[p.leaf]
     use_children = children and p.has_callchain
     if use_children:
-        st_s = np.repeat(np.arange(n, dtype=np.int64), np.diff(p.stack_offsets))
-        row_key = skey[st_s] * nf + fkey[p.stack]
+        if max_stack is None:
+            stack, st_off = p.stack, p.stack_offsets
+        else:
+            order = call_graph.resolved_order(True) if call_graph is not None else "caller"
+            stack, st_off = p.chains(order=order, max_stack=max_stack)
+        st_s = np.repeat(np.arange(n, dtype=np.int64), np.diff(st_off))
+        row_key = skey[st_s] * nf + fkey[stack]
         # each sample counts once per distinct entry of its chain (leaf included)
         pair = np.concatenate((np.arange(n, dtype=np.int64), st_s)) * (ns * nf) + \
             np.concatenate((leaf_key, row_key))
@@ -230,6 +277,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     cp = (child_period[order] * (100.0 / total) if total else np.zeros(len(order))).tolist() \
         if child_period is not None else None
     cs = child_samples[order].tolist() if child_period is not None else None
+    cpd = child_period[order].tolist() if child_period is not None else None
     spd = self_period[order].tolist()
     ss = self_samples[order].tolist()
     for i, (s, fr) in enumerate(zip(s_of.tolist(), f_of.tolist())):
@@ -270,8 +318,14 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         if cp is not None:
             row.children = cp[i]
             row.children_samples = cs[i]
+            row.children_period = cpd[i]
         rep.rows.append(row)
         rep.display.append({**sl[1], **fl[1]})
+    if rep.call_graph is not None and rep.call_graph.enabled:
+        trees = build_call_trees(p, sample_key=skey, nf=nf, frame_key=fkey, rows=uk, children=use_children,
+                                 params=rep.call_graph, total=total, max_stack=max_stack)
+        for row, tree in zip(rep.rows, trees):
+            row.callchain = tree
     return rep
 
 
@@ -312,9 +366,152 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     lines.append("#")
     padded = [[v.rjust(w) for v in vals] if right else [v.ljust(w) for v in vals]
               for (_, vals, right), w in zip(cols, widths)]
-    lines.extend(("  " + "  ".join(parts)).rstrip() for parts in zip(*padded))
+    cg = rep.call_graph if rep.call_graph is not None and rep.call_graph.enabled else None
+    # perf leaves out a lone first entry that repeats the row's symbol when the sort starts with it
+    skip_first = bool(rep.sort) and rep.sort[0] == "sym"
+    for row, parts in zip(rep.rows, zip(*padded)):
+        lines.append(("  " + "  ".join(parts)).rstrip())
+        if cg is not None and row.callchain is not None:
+            lines.extend(format_callchain(row.callchain, cg, total=float(rep.total_period),
+                                          parent_period=row.chain_parent_period, skip_first=skip_first))
     lines.append("")
     return "\n".join(lines) + "\n"
+
+
+# --- call graphs, drawn as perf's ui/stdio/hist.c draws them ------------------------
+_LEFT = " " * 12  # perf's callchain__fprintf_left_margin
+
+
+def _radix(node: CallNode) -> tuple[list[CallNode], CallNode]:
+    """The entries of perf's radix node starting at ``node``: it runs on while
+    every chain through an entry goes on to one same next entry."""
+    entries = [node]
+    while node.branches == 1 and node.self_samples == 0 and len(node.children) == 1:
+        node = node.children[0]
+        entries.append(node)
+    return entries, node
+
+
+def _value(cg: CallGraphParams, period: float, samples: int, total: float) -> str:
+    if cg.value == "period":
+        return str(int(period))
+    if cg.value == "count":
+        return str(int(samples))
+    return f"{period * 100.0 / total if total else 0.0:.2f}%"
+
+
+def _graph_line(depth: int, mask: int, margin: int) -> str:
+    return _LEFT + " " * margin + "".join("|          " if mask & (1 << i) else "           " for i in range(depth))
+
+
+def _entry_line(cg: CallGraphParams, name: str, period: float, samples: int, depth: int, mask: int, first: bool,
+                total: float, margin: int) -> str:
+    parts = [_LEFT, " " * margin]
+    for i in range(depth):
+        parts.append("|" if mask & (1 << i) else " ")
+        parts.append(f"--{_value(cg, period, samples, total)}--" if first and i == depth - 1 else " " * 10)
+    parts.append(name)
+    return "".join(parts)
+
+
+def _graph_level(out: list[str], cg: CallGraphParams, nodes: list[CallNode], total: float, depth: int, mask: int,
+                 margin: int, parent_samples: int) -> None:
+    """One level of the tree (perf's __callchain__fprintf_graph): a ``|``
+    line, then each entry's first line with its share, deeper levels below;
+    in ``fractal`` the rest of the parent (pruned callees, its own samples)
+    closes the level as ``[...]``."""
+    rel = cg.mode == "fractal"
+    remaining = total
+    new_mask = mask
+    cumul_samples = 0
+    for i, child in enumerate(nodes):
+        entries, tail = _radix(child)
+        remaining -= child.period
+        cumul_samples += child.samples
+        # the last entry of a level ends its vertical bar, unless [...] follows
+        if i == len(nodes) - 1 and (not rel or not remaining):
+            new_mask &= ~(1 << (depth - 1))
+        out.append(_graph_line(depth, mask, margin))
+        for j, e in enumerate(entries):
+            out.append(_entry_line(cg, e.sym, child.period, child.samples, depth, new_mask, j == 0, total, margin))
+        _graph_level(out, cg, tail.children, tail.children_period if rel else total, depth + 1,
+                     new_mask | (1 << depth), margin, tail.children_samples)
+        if i + 1 == cg.print_limit:
+            break
+    if rel and remaining and remaining != total:
+        rest = parent_samples - cumul_samples
+        if cg.value == "count" and nodes and rest <= 0:
+            return
+        new_mask &= ~(1 << (depth - 1))
+        out.append(_entry_line(cg, "[...]", remaining, rest, depth, new_mask, True, total, margin))
+
+
+def _with_self(tree: CallTree, min_period: float) -> list[list[CallNode]]:
+    """Every chain that ends somewhere (its own samples at or above
+    ``min_period``), root first, most samples first (perf's flat sort)."""
+    found: list[list[CallNode]] = []
+    path: list[CallNode] = []
+
+    def walk(nodes: list[CallNode]) -> None:
+        # perf walks its tree of entries (descending address) children first,
+        # and equal weights keep that order
+        for c in nodes if len(nodes) < 2 else sorted(nodes, key=lambda c: c.tie_key):
+            path.append(c)
+            walk(c.children)
+            if c.self_period > 0 and c.self_period >= min_period:
+                found.append(path.copy())
+            path.pop()
+
+    walk(tree.roots)
+    found.sort(key=lambda chain: -chain[-1].self_period)
+    return found
+
+
+def format_callchain(tree: CallTree, cg: CallGraphParams, *, total: float, parent_period: float,
+                     skip_first: bool = False) -> list[str]:
+    """The lines perf report --stdio prints under a row for its call graph.
+
+    ``total`` is the event's total period (``graph`` shares and thresholds),
+    ``parent_period`` the row's own period (its Children period when that
+    column is on): a lone first entry carrying all of it is drawn without a
+    share (``---name``), and ``fractal`` shares its first level out of it.
+    """
+    out: list[str] = []
+    limit = cg.print_limit or None
+    if cg.mode in ("flat", "folded"):
+        chains = _with_self(tree, max(int(total * cg.min_percent / 100.0), 0))[:limit]
+        for chain in chains:
+            leaf = chain[-1]
+            if cg.mode == "flat":
+                out.append(" " * 11 + _value(cg, leaf.period, leaf.samples, total))
+                out.extend(" " * 16 + e.sym for e in chain)
+                out.append("")
+            else:
+                out.append(f"{_value(cg, leaf.self_period, leaf.self_samples, total)} "
+                           + ";".join(e.sym for e in chain))
+        return out
+    margin = 0
+    nodes, parent_samples = tree.roots, tree.samples
+    if len(nodes) == 1 and nodes[0].period == parent_period:
+        entries, tail = _radix(nodes[0])
+        shown = 0
+        for j, e in enumerate(entries):
+            if j == 0 and skip_first:
+                continue
+            pad = _LEFT + " " * margin
+            if shown == 0:
+                out += [pad + "|", pad + "---" + e.sym]
+                margin += 3
+            else:
+                out.append(pad + e.sym)
+            shown += 1
+            if shown == cg.print_limit:
+                break
+        nodes, parent_samples = tail.children, tail.children_samples
+    _graph_level(out, cg, nodes, parent_period if cg.mode == "fractal" else total, 1, 1, margin, parent_samples)
+    if out:
+        out.append("")
+    return out
 
 
 def report_json(reports: list[Report]) -> str:

@@ -1,0 +1,421 @@
+"""Call graphs under report rows, as ``perf report -g`` builds them.
+
+perf appends every sample's call chain to a tree per report entry
+(``callchain_append`` in tools/perf/util/callchain.c), then prunes branches
+below a minimum share and draws what is left. This module builds the same
+trees from the Profile's already-symbolized chains, with numpy:
+
+* which chains go under which row follows perf's ``hist_entry_iter``: without
+  ``--children`` a row gets the whole chain of every sample whose leaf it is;
+  with ``--children`` it also gets, from every sample whose chain passes
+  through it, the part of the chain from its first occurrence on (in display
+  order), once per sample even under recursion;
+* chain entries are told apart as perf's ``match_chain`` does for the
+  ``function`` key: a resolved frame by its symbol (so every address in one
+  function is one entry), an unresolved one by (DSO, address);
+* samples with the same row and the same chain are merged first (a hash of
+  each chain, checked entry by entry), so the cost is per distinct chain, not
+  per sample;
+* the trees are built one depth at a time over all rows at once, and a
+  branch is dropped as soon as it falls below the threshold: nothing under
+  it could be shown (perf's ``graph``/``flat``/``folded`` threshold is a share
+  of the event total, ``fractal``'s a share of the parent's callees).
+
+Each :class:`CallNode` is one chain entry; perf's radix nodes (a run of
+entries every sample passes through in full) are rebuilt when drawing, from
+``branches`` (children before pruning) and ``self_samples``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import PmuscopeError
+from .model import Profile, uniq_first, uniq_inv
+
+#: print types, in the order perf matches a prefix against them (parse_callchain_mode)
+MODES = ("graph", "flat", "fractal", "folded")
+ORDERS = ("callee", "caller")
+VALUES = ("percent", "period", "count")
+#: what ``-g`` alone means to perf report (callchain_default_opt)
+DEFAULT_CALL_GRAPH = "graph,0.5,caller,function,percent"
+
+
+@dataclass(frozen=True)
+class CallGraphParams:
+    """perf's ``callchain_param`` for drawing: print type (``graph``,
+    ``fractal``, ``flat``, ``folded`` or ``none``), threshold in percent,
+    entries per level (0: all), order (``None``: perf's default, ``caller``
+    with the Children column and ``callee`` without) and the value shown."""
+
+    mode: str = "graph"
+    min_percent: float = 0.5
+    print_limit: int = 0
+    order: str | None = None
+    value: str = "percent"
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "none"
+
+    def resolved_order(self, children: bool) -> str:
+        return self.order or ("caller" if children else "callee")
+
+
+def _prefix(tok: str, words) -> str | None:
+    for w in words:
+        if w.startswith(tok):
+            return w
+    return None
+
+
+def parse_call_graph(text: str | None, base: CallGraphParams | None = None) -> CallGraphParams:
+    """Apply a perf ``-g`` argument (``print_type,threshold[,print_limit],order,sort_key,value``,
+    any order, prefixes allowed as perf allows them) to ``base``; ``None`` is
+    what ``-g`` alone means to perf (``graph,0.5,caller,function,percent``).
+
+    Only the fields named change, as in perf: ``-g caller`` keeps the print
+    type and threshold already set. A wrong token raises a one-line error.
+    """
+    params = base or CallGraphParams()
+    spec = DEFAULT_CALL_GRAPH if text is None else text
+    numbers = 0
+    for tok in spec.split(","):
+        tok = tok.strip()
+        if not tok:
+            continue
+        if "none".startswith(tok):
+            return dataclasses.replace(params, mode="none")
+        mode = _prefix(tok, MODES)
+        if mode:
+            params = dataclasses.replace(params, mode=mode)
+            continue
+        order = _prefix(tok, ORDERS)
+        if order:
+            params = dataclasses.replace(params, order=order)
+            continue
+        if "function".startswith(tok):
+            continue
+        if "address".startswith(tok) or "srcline".startswith(tok) or tok == "branch":
+            raise PmuscopeError(f"-g {spec!r}: {tok!r} is not supported here; the call graph is keyed by "
+                                "function (drop it or use 'function')")
+        value = _prefix(tok, VALUES)
+        if value:
+            params = dataclasses.replace(params, value=value)
+            continue
+        try:
+            if numbers == 0:
+                params = dataclasses.replace(params, min_percent=float(tok))
+            elif numbers == 1:
+                params = dataclasses.replace(params, print_limit=int(tok, 0))
+            else:
+                raise ValueError
+        except ValueError:
+            raise PmuscopeError(
+                f"-g {spec!r}: {tok!r} is not a print type (graph, flat, fractal, folded, none), an order "
+                "(caller, callee), a value (percent, period, count) or a threshold and print limit") from None
+        numbers += 1
+    return params
+
+
+@dataclass(slots=True)
+class CallNode:
+    """One entry of a row's call graph: a function (or an unresolved
+    address) reached through its parent.
+
+    ``period``/``samples`` count every chain through this entry (perf's
+    cumulative hits), ``self_period``/``self_samples`` the chains that end
+    here; ``branches`` is the number of distinct next entries before pruning.
+    ``dso_id`` (a rank: -2 no DSO, -1 the kernel, else the DSO id) and
+    ``addr`` (the symbol's start in its DSO, or the address of an unresolved
+    entry) order entries of equal weight as perf does: by descending DSO and
+    address, the order of its tree of entries.
+    """
+
+    frame: int
+    sym: str
+    dso: str
+    period: float
+    samples: int
+    self_period: float
+    self_samples: int
+    branches: int = 0
+    children: list["CallNode"] = field(default_factory=list)
+    dso_id: int = -1
+    addr: int = 0
+
+    @property
+    def tie_key(self) -> tuple[int, int]:
+        return (-self.dso_id, -self.addr)
+
+    @property
+    def children_period(self) -> float:
+        return self.period - self.self_period
+
+    @property
+    def children_samples(self) -> int:
+        return self.samples - self.self_samples
+
+
+@dataclass
+class CallTree:
+    """The call graph under one report row: its first entries, and the
+    weight of every chain appended to it (perf's root node)."""
+
+    roots: list[CallNode]
+    period: float
+    samples: int
+
+
+def node_keys(p: Profile) -> np.ndarray:
+    """A dense key per frame telling call-graph entries apart like perf's
+    ``match_chain`` with the function key: the symbol for resolved frames,
+    (DSO, address) for unresolved ones."""
+    nf = len(p.frame_sym)
+    key = np.empty(nf, dtype=np.int64)
+    if nf == 0:
+        return key
+    known = p.frame_sym >= 0
+    uk, kinv = uniq_inv(p.frame_sym[known])
+    key[known] = kinv.reshape(-1)
+    unk = ~known
+    if unk.any():
+        d = p.frame_dso[unk].astype(np.int64) + 1
+        ip = p.frame_ip[unk]
+        order = np.lexsort((ip, d))
+        sd, si = d[order], ip[order]
+        flag = np.ones(len(order), dtype=bool)
+        flag[1:] = (sd[1:] != sd[:-1]) | (si[1:] != si[:-1])
+        inv = np.empty(len(order), dtype=np.int64)
+        inv[order] = np.cumsum(flag) - 1
+        key[unk] = len(uk) + inv
+    return key
+
+
+def frame_label(p: Profile, frame: int) -> str:
+    """A frame as perf names a call-chain entry: the symbol, else the address
+    (``%#x``: ``0x7f...``, ``0`` for zero)."""
+    s = int(p.frame_sym[frame])
+    if s >= 0:
+        return p.sym_name(s)
+    ip = int(p.frame_ip[frame])
+    return f"{ip:#x}" if ip else "0"
+
+
+# fixed odd multipliers, one per chain position, for the chain hash
+_MULT = np.random.default_rng(0x9E3779B97F4A7C15).integers(1, 1 << 63, size=256, dtype=np.uint64) * 2 + 1
+
+
+def _multipliers(n: int) -> np.ndarray:
+    global _MULT
+    if n > len(_MULT):
+        more = np.random.default_rng(n).integers(1, 1 << 63, size=n - len(_MULT), dtype=np.uint64) * 2 + 1
+        _MULT = np.concatenate((_MULT, more))
+    return _MULT[:n]
+
+
+def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group samples with the same ``row`` and the same chain (``ent`` between
+    ``off``): ``(class of each sample, one sample of each class)``.
+
+    A 64-bit hash of each chain sorts them; members are then compared with
+    their class's first sample entry by entry, and a mismatch (a hash
+    collision) falls back to exact grouping, so the result never depends on
+    the hash."""
+    n = len(row)
+    lens = np.diff(off)
+    if len(ent):
+        sample_of = np.repeat(np.arange(n, dtype=np.int64), lens)
+        pos = np.arange(len(ent), dtype=np.int64) - off[:-1][sample_of]
+        with np.errstate(over="ignore"):
+            vals = (ent.astype(np.uint64) + np.uint64(1)) * _multipliers(int(lens.max()))[pos]
+            cs = np.concatenate((np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)))
+            h = cs[off[1:]] - cs[off[:-1]]
+    else:
+        sample_of = pos = np.zeros(0, dtype=np.int64)
+        h = np.zeros(n, dtype=np.uint64)
+    order = np.lexsort((h, lens, row))
+    flag = np.ones(n, dtype=bool)
+    if n:
+        a, b = order[1:], order[:-1]
+        flag[1:] = (h[a] != h[b]) | (lens[a] != lens[b]) | (row[a] != row[b])
+    cls = np.empty(n, dtype=np.int64)
+    cls[order] = np.cumsum(flag) - 1
+    rep = order[flag]
+    if len(ent) and not np.array_equal(ent, ent[off[:-1][rep[cls[sample_of]]] + pos]):
+        seen: dict = {}
+        cls = np.array([seen.setdefault((int(row[i]), ent[off[i]:off[i + 1]].tobytes()), len(seen))
+                        for i in range(n)], dtype=np.int64)
+        rep = np.zeros(len(seen), dtype=np.int64)
+        rep[cls[::-1]] = np.arange(n - 1, -1, -1)
+    return cls, rep
+
+
+def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: np.ndarray,
+                     rows: np.ndarray, children: bool, params: CallGraphParams, total: float,
+                     max_stack: int | None = None) -> list[CallTree]:
+    """The call graph of each report row.
+
+    ``rows`` are the rows' keys as :func:`~pmuscope.profile.report.build_report`
+    makes them: ``sample_key * nf + frame_key[frame]`` (sample-level sort keys
+    times frame-level ones); a sample's own row is the key of its leaf.
+    ``total`` is the event's total period (perf's threshold for ``graph``,
+    ``flat`` and ``folded`` is ``min_percent`` of it).
+    """
+    nrows = len(rows)
+    trees = [CallTree([], 0.0, 0) for _ in range(nrows)]
+    n = len(p)
+    if nrows == 0 or n == 0 or not p.has_callchain:
+        return trees
+    order = params.resolved_order(children)
+    frames, off = p.chains(order=order, max_stack=max_stack)
+    nk = node_keys(p)
+    # frame classes: (entry identity, row key part); a chain is a sequence of classes
+    fcu, fc = uniq_inv(nk * nf + frame_key)
+    fc_node = fcu // nf
+    fc_fkey = fcu % nf
+    fc_frame = np.empty(len(fcu), dtype=np.int64)
+    fc_frame[fc[::-1]] = np.arange(len(fc) - 1, -1, -1)
+    nkeys = int(fc_node.max()) + 1 if len(fc_node) else 1
+    ent = fc[frames]
+    period = p.period.astype(np.float64)
+    self_row = sample_key * nf + frame_key[p.leaf]
+    cls, rep = _distinct_chains(ent, off, self_row)
+    nc = len(rep)
+    c_w = np.bincount(cls, weights=period, minlength=nc)
+    c_n = np.bincount(cls, minlength=nc)
+    c_start = off[:-1][rep]
+    c_len = np.diff(off)[rep]
+    c_row = self_row[rep]
+
+    # rows drawn: key -> index
+    rsort = np.argsort(rows, kind="stable")
+    rsorted = rows[rsort]
+
+    def row_index(keys: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(rsorted, keys), len(rsorted) - 1)
+        return np.where(rsorted[pos] == keys, rsort[pos], -1)
+
+    # paths: (row, class, first entry); every sample's own row gets its whole chain
+    r = row_index(c_row)
+    ok = (r >= 0) & (c_len > 0)
+    p_row, p_cls, p_start = [r[ok]], [np.flatnonzero(ok)], [np.zeros(int(ok.sum()), dtype=np.int64)]
+    if children and len(ent):
+        e_cls = np.repeat(np.arange(nc, dtype=np.int64), c_len)
+        e_pos = np.arange(len(e_cls), dtype=np.int64) - np.repeat(np.cumsum(c_len) - c_len, c_len)
+        e_rk = sample_key[rep][e_cls] * nf + fc_fkey[ent[c_start[e_cls] + e_pos]]
+        _, rk = uniq_inv(e_rk)
+        _, first, _ = uniq_first(e_cls * (int(rk.max()) + 1) + rk)
+        first = first[e_rk[first] != c_row[e_cls[first]]]
+        r = row_index(e_rk[first])
+        ok = r >= 0
+        p_row.append(r[ok])
+        p_cls.append(e_cls[first][ok])
+        p_start.append(e_pos[first][ok])
+    prow = np.concatenate(p_row)
+    pcls = np.concatenate(p_cls)
+    base = c_start[pcls] + np.concatenate(p_start)
+    plen = c_len[pcls] - np.concatenate(p_start)
+    pw, pn = c_w[pcls], c_n[pcls]
+    rel = params.mode == "fractal"
+    frac = params.min_percent / 100.0
+    min_hit = max(int(total * frac), 0)
+    parent = prow
+    # kept nodes of each depth: (parent id, frame, cumul period, cumul samples, self period, self samples)
+    levels: list[tuple[np.ndarray, ...]] = []
+    branches: list[np.ndarray] = []
+    first_id = 0
+    next_id = nrows  # ids 0..nrows-1 are the rows' roots
+    root_w = root_n = None
+    d = 0
+    while len(parent):
+        cl = ent[base + d]
+        gu, gfirst, g = uniq_first(parent * nkeys + fc_node[cl])
+        ng = len(gu)
+        gp = gu // nkeys
+        cw = np.bincount(g, weights=pw, minlength=ng)
+        cn = np.bincount(g, weights=pn, minlength=ng)
+        ends = plen == d + 1
+        hw = np.bincount(g, weights=np.where(ends, pw, 0.0), minlength=ng)
+        hn = np.bincount(g, weights=np.where(ends, pn, 0), minlength=ng)
+        up, upi = uniq_inv(gp)
+        nb = np.bincount(upi, minlength=len(up))
+        if d == 0:
+            root_w = np.bincount(gp, weights=cw, minlength=nrows)
+            root_n = np.bincount(gp, weights=cn, minlength=nrows)
+        else:
+            branches[-1][up - first_id] = nb
+        if rel:
+            ch_hit = np.bincount(upi, weights=cw, minlength=len(up))
+            keep = cw >= np.ceil(ch_hit[upi] * frac)
+        else:
+            keep = cw >= min_hit
+        ids = np.full(ng, -1, dtype=np.int64)
+        nkept = int(keep.sum())
+        ids[keep] = np.arange(next_id, next_id + nkept)
+        levels.append((gp[keep], fc_frame[cl[gfirst[keep]]], cw[keep], cn[keep], hw[keep], hn[keep]))
+        branches.append(np.zeros(nkept, dtype=np.int64))
+        first_id, next_id = next_id, next_id + nkept
+        go = keep[g] & ~ends
+        parent = ids[g[go]]
+        base, plen, pw, pn = base[go], plen[go], pw[go], pn[go]
+        d += 1
+
+    if root_w is not None:
+        for i in range(nrows):
+            trees[i].period, trees[i].samples = float(root_w[i]), int(root_n[i])
+    # objects for the kept nodes, parents first; they hold no cycles, so the
+    # collector need not walk the growing heap while they are made
+    collect = gc.isenabled()
+    gc.disable()
+    try:
+        _make_nodes(p, trees, levels, branches)
+    finally:
+        if collect:
+            gc.enable()
+    return trees
+
+
+def _make_nodes(p: Profile, trees: list[CallTree], levels: list, branches: list) -> None:
+    names: dict[int, tuple] = {}
+    by_id: list = [t.roots for t in trees]
+    for (gp, fr, cw, cn, hw, hn), nb in zip(levels, branches):
+        for par, f, a, b, c, e, k in zip(gp.tolist(), fr.tolist(), cw.tolist(), cn.tolist(), hw.tolist(),
+                                         hn.tolist(), nb.tolist()):
+            lab = names.get(f)
+            if lab is None:
+                d = int(p.frame_dso[f])
+                # perf's match_chain: a symbol's start (DSO-relative), else the address itself
+                at = int(p.frame_addr[f]) - int(p.frame_off[f]) if p.frame_sym[f] >= 0 else int(p.frame_ip[f])
+                # perf compares DSO pointers: no DSO lowest, then the kernel's (made
+                # first), then the others as they were found
+                rank = -2 if d < 0 else -1 if p.frame_kernel[f] else d
+                lab = names[f] = (frame_label(p, f), p.dso_short_name(d), rank, at)
+            node = CallNode(f, lab[0], lab[1], a, int(b), c, int(e), k, dso_id=lab[2], addr=lab[3])
+            by_id.append(node.children)
+            by_id[par].append(node)
+    for kids in by_id:
+        if len(kids) > 1:
+            kids.sort(key=lambda c: (-c.period, c.tie_key))
+
+
+def tree_json(tree: CallTree, *, total: float, params: CallGraphParams, row_period: float) -> list[dict]:
+    """Nested ``{sym, dso, samples, period, percent, children}`` of a row's
+    call graph. ``percent`` is what the text shows: a share of the event total
+    (``graph``, ``flat``, ``folded``) or of the parent entry's callees
+    (``fractal``; the first entries: of the row's period)."""
+
+    def conv(nodes: list[CallNode], base: float) -> list[dict]:
+        out = []
+        for c in nodes:
+            pct = c.period * 100.0 / base if base else 0.0
+            out.append({"sym": c.sym, "dso": c.dso, "samples": c.samples, "period": int(c.period),
+                        "percent": round(pct, 4),
+                        "children": conv(c.children, c.children_period if params.mode == "fractal" else total)})
+        return out
+
+    return conv(tree.roots, row_period if params.mode == "fractal" else total)
