@@ -7,14 +7,25 @@ import sys
 
 from .. import errors
 
-HELP = "overhead table of a perf.data file like perf report (--sort, filters, --json, --folded, --flamegraph)"
+HELP = ("overhead table and call graphs of a perf.data file like perf report (--sort, -g, filters, --json, "
+        "--folded, --flamegraph)")
 DESCRIPTION = (
     "Read a perf.data file (ours or Linux perf's; file or pipe mode) and print the overhead table: "
     "samples grouped by --sort keys, weighted by sample period like perf. With call chains the "
-    "Children column is shown by default, as perf does (--no-children to hide it). --json prints "
+    "Children column is shown by default, as perf does (--no-children to hide it), and each row's "
+    "call graph is drawn under it as perf report --stdio draws it (-g to choose graph, fractal, flat "
+    "or folded, its threshold and order; -g none or --no-call-graph to hide it). --json prints "
     "one object {samples, lost, event, rows:[{overhead, samples, <sort keys>}]} (self overhead, "
-    "highest first; with --children rows also carry 'children' and are ordered by it)."
+    "highest first; with --children rows also carry 'children' and are ordered by it; with call chains "
+    "each row also has 'callchain': nested {sym, dso, samples, period, percent, children})."
 )
+CALL_GRAPH_HELP = (
+    "call graph under each row, perf's -g: TYPE,MIN[,LIMIT],ORDER,KEY,VALUE in any order, e.g. 'fractal,1', "
+    "'caller', 'flat,0.5,callee'. TYPE graph (shares of the total), fractal (shares of the parent), flat, "
+    "folded or none; MIN: hide branches below MIN%% (0.5); LIMIT: entries per level; ORDER caller (outermost "
+    "first; the default with --children) or callee (the default without); KEY function; VALUE percent, period "
+    "or count. -g alone is perf's 'graph,0.5,caller,function,percent'. Drawn by default when the file has call "
+    "chains")
 
 
 def add_filter_options(p: argparse.ArgumentParser) -> None:
@@ -26,6 +37,23 @@ def add_filter_options(p: argparse.ArgumentParser) -> None:
                                                        "either side may be empty)")
 
 
+class _CallGraphOption(argparse.Action):
+    """Keeps -g, --no-call-graph and --percent-limit in command-line order:
+    perf applies them in turn (--percent-limit also sets the call-graph
+    threshold, and the later of it and -g's threshold wins)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        steps = list(getattr(namespace, "call_graph_steps", None) or [])
+        if self.dest == "percent_limit":
+            setattr(namespace, "percent_limit", values)
+            steps.append(("percent", values))
+        elif option_string == "--no-call-graph":
+            steps.append(("g", "none"))
+        else:
+            steps.append(("g", values))
+        setattr(namespace, "call_graph_steps", steps)
+
+
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
     p.add_argument("-s", "--sort", metavar="KEYS", help="sort keys: comm,pid,tid,dso,sym,cpu in any order "
@@ -34,10 +62,19 @@ def configure(p: argparse.ArgumentParser) -> None:
     ch = p.add_mutually_exclusive_group()
     ch.add_argument("--children", dest="children", action="store_true", default=None,
                     help="add the Children column: each sample also counts for its callers")
-    ch.add_argument("--no-children", "-g", dest="children", action="store_false",
+    ch.add_argument("--no-children", dest="children", action="store_false",
                     help="self overhead only")
+    p.add_argument("-g", "--call-graph", dest="call_graph_steps", nargs="?", default=None, action=_CallGraphOption,
+                   metavar="TYPE,MIN,ORDER", help=CALL_GRAPH_HELP)
+    p.add_argument("--no-call-graph", dest="call_graph_steps", nargs=0, action=_CallGraphOption,
+                   help="no call graphs (same as -g none)")
+    p.add_argument("-G", "--inverted", action="store_true", help="caller-first call graphs (same as -g caller)")
+    p.add_argument("--max-stack", type=int, metavar="N", help="use only N frames of each call chain, counted in the "
+                   "call graph's order (perf's --max-stack; for the Children column too)")
     p.add_argument("-n", "--show-nr-samples", action="store_true", help="add a Samples column")
-    p.add_argument("--percent-limit", type=float, default=0.0, metavar="PCT", help="hide rows below PCT percent")
+    p.add_argument("--percent-limit", type=float, default=0.0, metavar="PCT", action=_CallGraphOption,
+                   help="hide rows below PCT percent, and call-graph branches below it (as perf: the later of this "
+                        "and -g's threshold counts)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--folded", metavar="FILE", help="also write folded stacks to FILE ('-' for stdout, no table)")
     p.add_argument("--flamegraph", metavar="FILE.html", help="also write an HTML flame graph to FILE.html")
@@ -86,13 +123,38 @@ def apply_filters(p, args):
                     time_range=_time_range(args.time))
 
 
+def call_graph_params(args: argparse.Namespace):
+    """The call-graph settings of the command line, and whether -g asked for
+    a call graph explicitly (perf then refuses a file without call chains)."""
+    import dataclasses
+
+    from ..profile.callchain import CallGraphParams, parse_call_graph
+
+    params = CallGraphParams()
+    explicit = False
+    for kind, value in getattr(args, "call_graph_steps", None) or []:
+        if kind == "percent":
+            params = dataclasses.replace(params, min_percent=value)
+        else:
+            params = parse_call_graph(value, params)
+            explicit = params.enabled
+    if getattr(args, "inverted", False):
+        params = dataclasses.replace(params, order="caller")
+    if args.max_stack is not None and args.max_stack < 0:
+        raise errors.PmuscopeError(f"--max-stack {args.max_stack}: expected a number of frames >= 0")
+    return params, explicit
+
+
 def run(args: argparse.Namespace) -> int:
     from ..profile.model import load_profile
     from ..profile.report import format_report, parse_sort, report_json, reports_by_event
 
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
+    call_graph, explicit = call_graph_params(args)
     prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
+    if explicit and not prof.has_callchain:
+        raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
     prof = apply_filters(prof, args)
     if args.html:
         from ..profile.html_report import write_report_html
@@ -115,13 +177,15 @@ def run(args: argparse.Namespace) -> int:
     if args.flamegraph:
         write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")
         print(f"pmuscope report: flame graph written to {args.flamegraph}", file=sys.stderr)
+    kw = {"percent_limit": args.percent_limit, "call_graph": call_graph if call_graph.enabled else None,
+          "max_stack": args.max_stack}
     if args.json:
         children = bool(args.children)
-        reps = reports_by_event(prof, sort, children=children, percent_limit=args.percent_limit)
+        reps = reports_by_event(prof, sort, children=children, **kw)
         sys.stdout.write(report_json(reps) + "\n")
         return 0
     children = prof.has_callchain if args.children is None else args.children
-    reps = reports_by_event(prof, sort, children=children, percent_limit=args.percent_limit)
+    reps = reports_by_event(prof, sort, children=children, **kw)
     out = []
     for rep in reps:
         out.append(format_report(rep, show_samples=args.show_nr_samples))
