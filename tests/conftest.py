@@ -84,6 +84,22 @@ def data_dir() -> Path:
     return DATA
 
 
+@pytest.fixture(params=["native", "python"])
+def read_path(request, monkeypatch) -> str:
+    """Run a test over both ``Counter.read`` paths: the native helper's one C call
+    and the pure-Python reader (the reference, and the fallback without a C
+    compiler). Counters opened during the test use it, and so do ``pmuscope``
+    subprocesses (``PMUSCOPE_NATIVE_READ``)."""
+    from pmuscope.counting import counter
+
+    native = request.param == "native"
+    if native and not counter.native_read_available():
+        pytest.skip("the native helper is not built here (no C compiler at install time)")
+    monkeypatch.setattr(counter, "NATIVE_READ", native)
+    monkeypatch.setenv("PMUSCOPE_NATIVE_READ", "1" if native else "0")
+    return request.param
+
+
 def stop_process(proc: subprocess.Popen) -> str:
     """Terminate (then kill) ``proc``; returns what is left of its stderr and
     closes its pipes (servers the live tests start: pmuscope serve, Prometheus)."""

@@ -11,17 +11,23 @@
  *                                read(fd) n times at a fixed rate, bracketing each read by
  *                                two CLOCK_MONOTONIC_RAW stamps; fills two writable buffers
  *                                (stamps: 2*n u64, data: n*size bytes); GIL released.
+ *   CountsReader(cls, fill, clear, layout, units, read=None)
+ *                                Counter.read() in one C call: read(2) of every (fd, size)
+ *                                read unit, then a new `cls` instance (pmuscope.counting's
+ *                                Counts) with its slots filled directly; see below.
  *
- * The pure-Python implementations in pmuscope.observe are the reference; this module is
- * optional and tested against them.
+ * The pure-Python implementations in pmuscope.observe and pmuscope.counting are the
+ * reference; this module is optional and tested against them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <structmember.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_RDPMC 1
@@ -181,6 +187,259 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nn)", taken, late);
 }
 
+
+/* ---- CountsReader -------------------------------------------------------------------------
+ *
+ * Why: one read() of a software counter costs ~0.25 us; the Python read path (a call into
+ * the read plan, a list, time.monotonic_ns(), Counts.__init__) doubled that. This type does
+ * the same steps in one call:
+ *
+ *   reader(start_ns) -> cls instance with
+ *       fill[0] = layout, fill[1] = (bytes per read unit), fill[2] = CLOCK_MONOTONIC ns after
+ *       the reads (time.monotonic_ns()), fill[3] = start_ns, and every slot in `clear` = None.
+ *
+ * `cls.__init__` is not called: the instance is allocated with tp_alloc and its __slots__
+ * (member descriptors of type T_OBJECT_EX, looked up by name once, here) are stored at their
+ * offsets. `read`, when not None, is called as read(fd, size) -> bytes instead of read(2):
+ * the seam the unit tests' fake kernel uses.
+ */
+
+#define CR_FILL 4
+#define CR_MAX_CLEAR 8
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyTypeObject *cls;
+    PyObject *layout;
+    PyObject *read;             /* NULL: read(2) */
+    Py_ssize_t fill[CR_FILL];   /* slot offsets */
+    Py_ssize_t clear[CR_MAX_CLEAR];
+    Py_ssize_t n_clear;
+    Py_ssize_t n;               /* read units */
+    int *fds;
+    Py_ssize_t *sizes;
+} CountsReader;
+
+static int slot_offset(PyTypeObject *cls, PyObject *name, Py_ssize_t *offset) {
+    PyObject *d = PyObject_GetAttr((PyObject *)cls, name);
+    if (d == NULL) return -1;
+    int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+             ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+             !(((PyMemberDescrObject *)d)->d_member->flags & READONLY) &&
+             PyType_IsSubtype(cls, PyDescr_TYPE(d));
+    if (ok) *offset = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "CountsReader: %R is not a __slots__ attribute of %s", name, cls->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static void set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    /* steals `value`; the slot is empty (fresh from tp_alloc) */
+    *(PyObject **)((char *)obj + offset) = value;
+}
+
+static PyObject *cr_read_unit(CountsReader *self, Py_ssize_t i) {
+    /* the Python seam: read(fd, size) -> bytes */
+    PyObject *res = PyObject_CallFunction(self->read, "in", self->fds[i], self->sizes[i]);
+    if (res != NULL && !PyBytes_Check(res)) {
+        PyErr_Format(PyExc_TypeError, "CountsReader: read() returned %.100s, not bytes", Py_TYPE(res)->tp_name);
+        Py_CLEAR(res);
+    }
+    return res;
+}
+
+static PyObject *cr_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    CountsReader *self = (CountsReader *)op;
+    Py_ssize_t i, n = self->n;
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "CountsReader(start_ns) takes one positional argument");
+        return NULL;
+    }
+    /* a tuple, not a list: one allocation (from the tuple free list) instead of two */
+    PyObject *raws = PyTuple_New(n);
+    if (raws == NULL) return NULL;
+    if (self->read != NULL) {
+        for (i = 0; i < n; i++) {
+            PyObject *b = cr_read_unit(self, i);
+            if (b == NULL) goto fail;
+            PyTuple_SET_ITEM(raws, i, b);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            PyObject *b = PyBytes_FromStringAndSize(NULL, self->sizes[i]);
+            if (b == NULL) goto fail;
+            PyTuple_SET_ITEM(raws, i, b);
+        }
+        /* as os.read: the GIL is released around the reads, EINTR retried after the
+           signal handlers ran (PEP 475), any other error raised as OSError */
+        for (i = 0; i < n;) {
+            ssize_t got = 0;
+            int err = 0;
+            Py_BEGIN_ALLOW_THREADS
+            for (; i < n; i++) {
+                /* syscall(), not glibc's read(): read() is a cancellation point and brackets
+                   the syscall with pthread asynccancel calls, ~10 ns at this scale */
+                got = syscall(SYS_read, self->fds[i], PyBytes_AS_STRING(PyTuple_GET_ITEM(raws, i)),
+                              (size_t)self->sizes[i]);
+                if (got != self->sizes[i]) {
+                    err = got < 0 ? errno : 0;
+                    break;
+                }
+            }
+            Py_END_ALLOW_THREADS
+            if (i == n) break;
+            if (got < 0) {
+                if (err == EINTR) {
+                    if (PyErr_CheckSignals() < 0) goto fail;
+                    continue;
+                }
+                errno = err;
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto fail;
+            }
+            /* a short read: keep what came, as os.read would */
+            PyObject *b = PyTuple_GET_ITEM(raws, i);
+            PyTuple_SET_ITEM(raws, i, NULL);
+            if (_PyBytes_Resize(&b, got) < 0) goto fail;
+            PyTuple_SET_ITEM(raws, i, b);
+            i++;
+        }
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    PyObject *stamp = PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if (stamp == NULL) goto fail;
+    PyObject *obj = self->cls->tp_alloc(self->cls, 0);
+    if (obj == NULL) {
+        Py_DECREF(stamp);
+        goto fail;
+    }
+    set_slot(obj, self->fill[0], Py_NewRef(self->layout));
+    set_slot(obj, self->fill[1], raws);
+    set_slot(obj, self->fill[2], stamp);
+    set_slot(obj, self->fill[3], Py_NewRef(args[0]));
+    for (i = 0; i < self->n_clear; i++) set_slot(obj, self->clear[i], Py_NewRef(Py_None));
+    return obj;
+fail:
+    Py_DECREF(raws);
+    return NULL;
+}
+
+static PyObject *cr_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"cls", "fill", "clear", "layout", "units", "read", NULL};
+    PyObject *cls, *fill, *clear, *layout, *units, *read = Py_None;
+    Py_ssize_t i;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OO!|O", kwlist, &PyType_Type, &cls, &PyTuple_Type, &fill,
+                                     &PyTuple_Type, &clear, &layout, &PyTuple_Type, &units, &read))
+        return NULL;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (tp->tp_new != PyBaseObject_Type.tp_new || tp->tp_itemsize != 0) {
+        PyErr_Format(PyExc_TypeError, "CountsReader: %s must be a plain __slots__ class", tp->tp_name);
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(fill) != CR_FILL || PyTuple_GET_SIZE(clear) > CR_MAX_CLEAR) {
+        PyErr_SetString(PyExc_ValueError, "CountsReader: fill names 4 slots, clear at most 8");
+        return NULL;
+    }
+    CountsReader *self = (CountsReader *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = cr_call;
+    for (i = 0; i < CR_FILL; i++)
+        if (slot_offset(tp, PyTuple_GET_ITEM(fill, i), &self->fill[i]) < 0) goto fail;
+    self->n_clear = PyTuple_GET_SIZE(clear);
+    for (i = 0; i < self->n_clear; i++)
+        if (slot_offset(tp, PyTuple_GET_ITEM(clear, i), &self->clear[i]) < 0) goto fail;
+    self->n = PyTuple_GET_SIZE(units);
+    self->fds = PyMem_New(int, self->n ? self->n : 1);
+    self->sizes = PyMem_New(Py_ssize_t, self->n ? self->n : 1);
+    if (self->fds == NULL || self->sizes == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (i = 0; i < self->n; i++) {
+        PyObject *unit = PyTuple_GET_ITEM(units, i);
+        int fd;
+        Py_ssize_t size;
+        if (!PyTuple_Check(unit)) {
+            PyErr_SetString(PyExc_TypeError, "CountsReader: units are (fd, size) pairs");
+            goto fail;
+        }
+        if (!PyArg_ParseTuple(unit, "in;CountsReader: units are (fd, size) pairs", &fd, &size)) goto fail;
+        if (size < 0) {
+            PyErr_SetString(PyExc_ValueError, "CountsReader: negative read size");
+            goto fail;
+        }
+        self->fds[i] = fd;
+        self->sizes[i] = size;
+    }
+    self->cls = (PyTypeObject *)Py_NewRef(cls);
+    self->layout = Py_NewRef(layout);
+    self->read = read == Py_None ? NULL : Py_NewRef(read);
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int cr_traverse(CountsReader *self, visitproc visit, void *arg) {
+    Py_VISIT(self->cls);
+    Py_VISIT(self->layout);
+    Py_VISIT(self->read);
+    return 0;
+}
+
+static int cr_clear(CountsReader *self) {
+    Py_CLEAR(self->cls);
+    Py_CLEAR(self->layout);
+    Py_CLEAR(self->read);
+    return 0;
+}
+
+static void cr_dealloc(CountsReader *self) {
+    PyObject_GC_UnTrack(self);
+    cr_clear(self);
+    PyMem_Free(self->fds);
+    PyMem_Free(self->sizes);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *cr_units(CountsReader *self, void *closure) {
+    PyObject *t = PyTuple_New(self->n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *u = Py_BuildValue("(in)", self->fds[i], self->sizes[i]);
+        if (u == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, u);
+    }
+    return t;
+}
+
+static PyGetSetDef cr_getset[] = {
+    {"units", (getter)cr_units, NULL, "the (fd, size) read units, in order", NULL},
+    {NULL}};
+
+static PyTypeObject CountsReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pmuscope._native.CountsReader",
+    .tp_basicsize = sizeof(CountsReader),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "CountsReader(cls, fill, clear, layout, units, read=None): reader(start_ns) -> cls instance",
+    .tp_new = cr_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CountsReader, vectorcall),
+    .tp_traverse = (traverseproc)cr_traverse,
+    .tp_clear = (inquiry)cr_clear,
+    .tp_dealloc = (destructor)cr_dealloc,
+    .tp_getset = cr_getset,
+};
+
 static PyMethodDef methods[] = {
     {"rdtsc", py_rdtsc, METH_NOARGS, "Read the time-stamp counter (x86 TSC, arm64 CNTVCT_EL0)."},
     {"rdpmc", py_rdpmc, METH_O, "rdpmc(counter): x86 user-space counter read; counter = page.index - 1."},
@@ -192,7 +451,13 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&CountsReaderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
-    if (m) PyModule_AddIntConstant(m, "HAVE_RDPMC", HAVE_RDPMC);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "HAVE_RDPMC", HAVE_RDPMC) < 0 ||
+        PyModule_AddObjectRef(m, "CountsReader", (PyObject *)&CountsReaderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -17,6 +17,9 @@ from pmuscope.counting import count, online_cpus
 
 from ..conftest import requires_hardware_pmu
 
+#: every test here runs over both Counter.read paths (native helper, pure Python)
+pytestmark = pytest.mark.usefixtures("read_path")
+
 PAGES_PER_MIB = 1024 * 1024 // mmap.PAGESIZE
 WORKLOAD = [sys.executable, "-m", "pmuscope.workloads"]
 
@@ -38,11 +41,14 @@ def test_self_counting_sees_page_faults_of_fresh_memory():
     assert r["task-clock"].value > 0 and r["task-clock"].ratio == 1.0
 
 
-def test_group_is_one_read_and_shares_times():
+def test_group_is_one_read_and_shares_times(read_path):
     c = count("{task-clock,page-faults,context-switches}")
     c.start()
+    assert c.read_path == read_path
     touch(4)
+    before = time.monotonic_ns()
     r = c.read()
+    assert before <= r.timestamp_ns <= time.monotonic_ns() and r.start_ns == c.start_ns
     assert len(c._read_plan) == 1  # one read() for the whole group
     evs = list(r)
     assert len({(e.time_enabled, e.time_running) for e in evs}) == 1
@@ -181,6 +187,37 @@ def test_hardware_group_and_multiplexing():
         pytest.skip("the PMU scheduled 12 events at once (no multiplexing to check)")
     for e in multiplexed:
         assert e.scaled == pytest.approx(e.value * e.time_enabled / e.time_running)
+
+
+def test_read_errors_are_raised_as_os_read_raises_them(read_path):
+    c = count("task-clock").start()
+    c.read()
+    fd = c._read_plan[0][0]
+    d = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    os.dup2(d, fd)  # the counter's fd is now a directory: read() fails with EISDIR
+    os.close(d)
+    with pytest.raises(IsADirectoryError):
+        c.read()
+    c.close()
+    with pytest.raises(errors.PmuscopeError, match="closed"):
+        c.read()
+
+
+def test_works_without_the_native_helper():
+    """An install without a C compiler has no pmuscope._native: counting reads
+    through the pure-Python reader and self-monitoring still imports."""
+    code = (
+        "import sys; sys.modules['pmuscope._native'] = None\n"  # import pmuscope._native -> ImportError
+        "from pmuscope import count\n"
+        "import pmuscope.observe\n"
+        "with count('task-clock,page-faults') as c:\n"
+        "    path = c.read_path\n"
+        "    sum(range(100000))\n"
+        "print(path, c.last['task-clock'].value > 0)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["python", "True"]
 
 
 def test_top_level_reexport():

@@ -32,7 +32,7 @@ def test_default_human_output_and_exit_status():
     assert "CPUs utilized" in err and "seconds time elapsed" in err and "seconds user" in err
 
 
-def test_csv_and_json_pass_perf_linter_rules():
+def test_csv_and_json_pass_perf_linter_rules(read_path):  # pmuscope stat on each Counter.read path
     r = stat("-x", ",", "--", PY, "-c", "pass")
     assert r.returncode == 0
     lines = r.stderr.strip().splitlines()
@@ -45,7 +45,7 @@ def test_csv_and_json_pass_perf_linter_rules():
     assert float(objs[1]["counter-value"]) > 100
 
 
-def test_system_wide_interval_csv():
+def test_system_wide_interval_csv(read_path):  # pmuscope stat on each Counter.read path
     r = stat("-a", "-I", "100", "--interval-count", "3", "-x", ",", "-e", "cpu-clock,page-faults")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 0 and len(lines) == 6
@@ -60,7 +60,7 @@ def test_system_wide_interval_csv():
         assert 0.5 * 100 * ncpu < ms < 1.5 * 100 * ncpu
 
 
-def test_per_cpu_and_per_socket_modes():
+def test_per_cpu_and_per_socket_modes(read_path):  # pmuscope stat on each Counter.read path
     r = stat("-a", "-A", "-x", ";", "-e", "cpu-clock", "--", "sleep", "0.05")
     lines = r.stderr.strip().splitlines()
     csv_lint(lines, 7, sep=";")
@@ -139,7 +139,7 @@ THREADED = (
 )
 
 
-def test_per_thread_and_tid():
+def test_per_thread_and_tid(read_path):  # pmuscope stat on each Counter.read path
     proc = subprocess.Popen([PY, "-c", THREADED], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"

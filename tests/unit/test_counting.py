@@ -5,7 +5,9 @@ against scripted kernel answers."""
 from __future__ import annotations
 
 import errno
+import os
 import struct
+import time
 
 import pytest
 
@@ -16,6 +18,9 @@ from pmuscope.counting.results import Counts
 from pmuscope.events.spec import EventSpec
 from pmuscope.kernel import abi
 from pmuscope.kernel import syscall as sc
+
+#: every test here runs over both Counter.read paths (native helper, pure Python)
+pytestmark = pytest.mark.usefixtures("read_path")
 
 
 def sw(name, config, group=None, leader=False):
@@ -352,3 +357,120 @@ def test_tool_events_are_measured_not_opened(monkeypatch):
     # measured at read time (a few µs from the Counts timestamp)
     assert abs((later - r)["duration_time"].value - (later.timestamp_ns - r.timestamp_ns)) < 1_000_000
     c.close()
+
+
+# -- the read paths ------------------------------------------------------------
+
+
+def test_read_uses_the_path_asked_for_and_gives_the_same_counts(monkeypatch, read_path):
+    vals = {}
+    for cpu in (0, 1):
+        vals[("cycles", cpu, -1)] = (100 + cpu, 1000, 250 * cpu)  # cpu0 never ran
+        vals[("instructions", cpu, -1)] = (300 + cpu, 1000, 250 * cpu)
+        vals[("page-faults", cpu, -1)] = (7, 1000, 1000)
+    k = FakeKernel(monkeypatch, vals)
+    specs = [hw("cycles", 0, 0, True), hw("instructions", 1, 0), sw("page-faults", 2)]
+    c = count(specs, cpus=[0, 1])
+    assert c.read_path == "python"  # nothing to read before open
+    c.start()
+    assert c.read_path == read_path
+    before = time.monotonic_ns()
+    r = c.read()
+    after = time.monotonic_ns()
+    assert c.last is r and type(r) is Counts
+    assert len(k.reads) == 4  # one read per group and CPU, through the kernel seam on both paths
+    # the state Counts.__init__ makes, whichever path built it
+    assert r.layout is c.layout and r.start_ns == c.start_ns and before <= r.timestamp_ns <= after
+    assert [bytes(b) for b in r._raws] == [bytes(b) for b in c.read_raw()]
+    assert r._data is None and r._agg is None
+    reference = Counts(c.layout, c.read_raw(), r.timestamp_ns, c.start_ns)
+    assert list(r) == list(reference) and (r.data == reference.data).all()
+    assert r["cycles"].scaled == 101 * 4.0 and r["page-faults"].value == 14
+    c.close()
+    assert c.read_path == "python"
+    with pytest.raises(errors.PmuscopeError, match="closed"):
+        c.read()
+
+
+def test_tool_events_keep_the_python_reader(monkeypatch, read_path):
+    from pmuscope.events import parse_events
+
+    FakeKernel(monkeypatch, {("task-clock", -1, 0): (5, 9, 9)})
+    c = count(parse_events("task-clock,duration_time"))
+    c.start()
+    assert c.read_path == "python"
+    assert c.read()["task-clock"].value == 5
+    c.close()
+
+
+def test_without_the_native_helper_the_python_reader_is_used(monkeypatch, read_path):
+    monkeypatch.setattr(counter_mod, "_native", None)
+    FakeKernel(monkeypatch, {("task-clock", -1, 0): (5, 9, 9)})
+    c = count([sw("task-clock", 1)])
+    c.start()
+    assert not counter_mod.native_read_available() and c.read_path == "python"
+    assert c.read()["task-clock"].value == 5
+    c.close()
+
+
+def test_lookup_of_one_event_agrees_with_all_events_and_numpy(monkeypatch, read_path):
+    """counts[name] right after a read sums only that event's cells; it must give
+    what the all-events path and the numpy path give, cell case by cell case."""
+    from pmuscope.counting import results
+
+    vals = {}
+    for cpu in (0, 1, 2):
+        vals[("cycles", cpu, -1)] = (1000 + cpu, 900, 300 * cpu)  # cpu0 never ran, the others multiplexed
+        vals[("instructions", cpu, -1)] = (7 * cpu, 900, 300 * cpu)
+        vals[("page-faults", cpu, -1)] = (5, 100, 100)
+    FakeKernel(monkeypatch, vals)
+    specs = [hw("cycles", 0, 0, True), hw("instructions", 1, 0), sw("page-faults", 2)]
+    for cpus in ([1], [0], [0, 1, 2]):  # one cell (multiplexed; not running) and several
+        c = count(specs, cpus=cpus)
+        c.start()
+        raws = c.read_raw()
+        every = list(Counts(c.layout, raws, 10, 0))
+        one = [Counts(c.layout, raws, 10, 0)[name] for name in c.names]  # a fresh Counts per lookup
+        monkeypatch.setattr(results, "_PY_CELLS", 0)
+        big = list(Counts(c.layout, raws, 10, 0))
+        monkeypatch.setattr(results, "_PY_CELLS", 16)
+        assert one == every == big, cpus
+        # the other forms a Counts takes: unpacked words (tuples, lists), other buffers
+        for form in (results._unpack, lambda b: list(results._unpack(b)), bytearray, memoryview):
+            raws2 = [form(b) for b in raws]
+            assert [Counts(c.layout, raws2, 10, 0)[name] for name in c.names] == one, (cpus, form)
+            assert list(Counts(c.layout, raws2, 10, 0)) == one, (cpus, form)
+        c.close()
+    assert one[0].scaled == pytest.approx(1001 * 3 + 1002 * 1.5) and one[0].time_running == 900
+
+
+def test_lookup_of_a_member_a_short_group_read_left_out():
+    """A group read returns ``nr`` members: one the buffer does not hold is not
+    counted, on every path (decode() reads ``nr`` the same way)."""
+    from pmuscope.counting import results
+
+    layout = results.Layout(names=("a", "b"), units=("", ""), scales=(1.0, 1.0), supported=(True, True),
+                            errors=(None, None), cpus=(-1,), threads=(0,), units_plan=((True, (0, 1), 0, 0),))
+    short = struct.pack("=5Q", 1, 100, 50, 7, 1)  # nr=1: only a's {value, id}
+    full = struct.pack("=7Q", 1, 100, 50, 7, 1, 9, 2)  # nr=1 but room for b
+    for raw in (short, full):
+        assert Counts(layout, [raw], 1)["a"].scaled == 14.0
+        b = Counts(layout, [raw], 1)["b"]
+        assert (b.value, b.counted, b.scaled) == (0, False, 0.0)
+        assert list(Counts(layout, [raw], 1)) == list(Counts(layout, None, 1, data=results.decode(layout, [raw])))
+
+
+def test_name_lookup_exact_first_then_without_modifier():
+    from pmuscope.counting import results
+
+    layout = results.Layout(names=("cycles:u", "cycles", "instructions:u"), units=("",) * 3, scales=(1.0,) * 3,
+                            supported=(True,) * 3, errors=(None,) * 3, cpus=(-1,), threads=(0,),
+                            units_plan=tuple((False, (i,), 0, 0) for i in range(3)))
+    raws = [struct.pack("=4Q", 10 * (i + 1), 5, 5, i) for i in range(3)]
+    r = Counts(layout, raws, 1)
+    assert r["cycles"].value == 20 and r["cycles:u"].value == 10  # the exact name wins
+    assert r["instructions"].name == "instructions:u"  # else the name without its modifier
+    assert "instructions" in r and "branches" not in r
+    with pytest.raises(KeyError, match="no event 'branches' in these counts \\(have cycles:u, cycles, instructions:u\\)"):
+        r["branches"]
+    assert r.value("cycles") == 20.0

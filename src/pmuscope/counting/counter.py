@@ -5,8 +5,15 @@ a ``{group}`` is opened with the leader's fd at the same cell as ``group_fd`` an
 with one ``read()`` of ``PERF_FORMAT_GROUP|ID|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING``
 per cell; an event outside a group is read alone (``ENA|RUN|ID``). Each read layout has
 a precompiled :class:`struct.Struct`, and :meth:`Counter.read` does nothing per read but
-``os.read`` + ``unpack`` per cell: decoding into arrays happens lazily in
+``os.read`` per read unit: decoding happens lazily in
 :class:`~pmuscope.counting.results.Counts`.
+
+Two read paths give the same Counts: where the optional native helper is built, one C
+call (``pmuscope._native.CountsReader``) reads every unit and fills a new Counts, because
+in Python the call, list, clock and ``Counts.__init__`` around a 0.25 us software-counter
+read doubled its cost (``benchmarks/bench_read.py``); the pure-Python reader is the
+reference and the fallback. :data:`NATIVE_READ` (or ``PMUSCOPE_NATIVE_READ=0`` in the
+environment) chooses, when a counter is opened.
 """
 
 from __future__ import annotations
@@ -25,7 +32,27 @@ from .results import Counts, Layout
 from ..system import cpu_list_arg as parse_cpu_list  # noqa: F401  (one cpulist parser, re-exported)
 from ..system import online_cpus  # noqa: F401
 
+try:  # optional native helper (setup.py builds it when a C compiler exists)
+    from .. import _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - exercised where no compiler exists
+    _native = None
+
 _now = time.monotonic_ns
+
+#: whether counters opened from now on read through the native helper (when it is
+#: built); the tests flip it to run the same checks over both paths
+NATIVE_READ = os.environ.get("PMUSCOPE_NATIVE_READ", "1") != "0"
+
+
+def native_read_available() -> bool:
+    """True when the native helper is built with the counter reader (an older build lacks it)."""
+    return _native is not None and hasattr(_native, "CountsReader")
+
+
+#: the Counts slots the native reader fills (layout, read buffers, timestamp, start),
+#: and those it sets to None (nothing decoded yet): the same state Counts.__init__ makes
+_NATIVE_FILL = ("layout", "_raws", "timestamp_ns", "start_ns")
+_NATIVE_CLEAR = ("_data", "_agg")
 
 #: seams for tests (a FakeKernel replaces these; the open seam is
 #: ``pmuscope.kernel.syscall._open_hook``)
@@ -244,6 +271,7 @@ class Counter:
         self._units: list[tuple] = []
         self._read_plan: tuple = ()
         self._reader = _closed_reader
+        self._read_counts = None  # the native reader, when used
         self._leader_fds: list[int] = []
         self._opened = False
         self._enabled = False
@@ -408,6 +436,13 @@ class Counter:
         self._members = [[ev.index for ev in g if ev.supported] for g in self.groups]
         self._grouped = self._is_group
         self.layout = Layout.from_counter(self)
+        # tool events are measured in Python: such a session keeps the Python reader
+        self._read_counts = None
+        if NATIVE_READ and not tools and native_read_available():
+            self._read_counts = _native.CountsReader(
+                Counts, _NATIVE_FILL, _NATIVE_CLEAR, self.layout, tuple((fd, size) for fd, size, _ in plan),
+                None if _read is os.read else _read,  # the read seam (tests' fake kernel) is honoured
+            )
 
     def _tool_reader(self, name: str):
         """A function returning ``(value, value, value)`` in ns for a tool event:
@@ -467,6 +502,7 @@ class Counter:
         self._units = []
         self._read_plan = ()
         self._reader = _closed_reader
+        self._read_counts = None
         if self.workload is not None and not self.workload.started:
             self.workload.cancel()
 
@@ -505,8 +541,18 @@ class Counter:
         """Read every counter now: one ``read()`` per group and cell.
 
         Returns :class:`~pmuscope.counting.results.Counts` (decoded lazily)."""
-        self.last = c = Counts(self.layout, self._reader(), _now(), self.start_ns)
+        native = self._read_counts
+        if native is not None:
+            self.last = c = native(self.start_ns)
+        else:
+            self.last = c = Counts(self.layout, self._reader(), _now(), self.start_ns)
         return c
+
+    @property
+    def read_path(self) -> str:
+        """``"native"`` when :meth:`read` is one C call, ``"python"`` otherwise
+        (no native helper, ``NATIVE_READ`` off, tool events, or not open yet)."""
+        return "native" if self._read_counts is not None else "python"
 
     def read_raw(self) -> list[bytes]:
         """The read() buffers, one per read unit (the leanest read). Unpack

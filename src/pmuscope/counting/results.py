@@ -11,9 +11,9 @@ an aggregate is *not counted* only when every cell is.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 import struct
-from typing import Iterator, NamedTuple, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -26,11 +26,42 @@ _PY_CELLS = 16
 _STRUCTS: dict[int, struct.Struct] = {}
 
 
+def _struct_for(size: int) -> struct.Struct:
+    st = _STRUCTS[size] = struct.Struct(f"={size // 8}Q")
+    return st
+
+
 def _unpack(buf: bytes) -> tuple:
-    st = _STRUCTS.get(len(buf))
-    if st is None:
-        st = _STRUCTS[len(buf)] = struct.Struct(f"={len(buf) // 8}Q")
-    return st.unpack(buf)
+    return (_STRUCTS.get(len(buf)) or _struct_for(len(buf))).unpack(buf)
+
+
+def _cell_struct(k: int) -> struct.Struct:
+    """The words of one cell in a read buffer, skipping the rest: ``(value,
+    time_enabled, time_running)`` of a lone event (``k`` -1, ``{value; ena; run;
+    id}``), ``(nr, time_enabled, time_running, value)`` of member ``k`` of a group
+    read (``{nr; ena; run; {value; id} cntr[nr]}``)."""
+    return struct.Struct("=3Q" if k < 0 else f"=3Q{16 * k}xQ")
+
+
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
+def _cell(raw: bytes | tuple, k: int) -> tuple[int, int, int] | None:
+    """``(value, time_enabled, time_running)`` of member ``k`` (-1: a lone event)
+    of a read buffer or its unpacked words; None when a group read returned
+    fewer than ``k + 1`` members."""
+    if isinstance(raw, _BUFFERS):
+        raw = _unpack(raw)
+    if k < 0:
+        return raw[0], raw[1], raw[2]
+    if k < raw[0]:
+        return raw[3 + 2 * k], raw[1], raw[2]
+    return None
+
+
+#: ``EventCount`` built from a ready tuple: the NamedTuple's own ``__new__`` is a
+#: Python function with defaults (~3x the cost for ten fields)
+_tuple_new = tuple.__new__
 
 _MODIFIER_SUFFIX = re.compile(r":[ukhIGHpPSDWe]+$")
 
@@ -40,7 +71,7 @@ def base_name(name: str) -> str:
     return _MODIFIER_SUFFIX.sub("", name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: attribute reads on the read-then-look-up path cost a third
 class Layout:
     """What a Counts needs from its session (fixed once the fds are open)."""
 
@@ -71,6 +102,37 @@ class Layout:
             units_plan=plan,
             system_wide=counter.system_wide,
         )
+
+    #: derived in __post_init__ (once per session), for the read-then-look-up path:
+    #: event name → position (exact names win, then the first event whose name
+    #: without a modifier matches: ``"cycles"`` finds ``"cycles:u"``) ...
+    index: dict[str, int] = field(init=False, repr=False, compare=False)
+    #: ... per event its cells in read-unit order: ``(unit, k, take)`` with ``k`` the
+    #: member position in a group read (-1 for an event read alone) and ``take`` the
+    #: ``unpack_from`` of just the words it needs: ``(value, ena, run)`` alone,
+    #: ``(nr, ena, run, value)`` in a group ...
+    event_cells: tuple[tuple[tuple[int, int, Callable], ...], ...] = field(init=False, repr=False, compare=False)
+    #: ... and per event the EventCount fields fixed for the session
+    #: ``(name, supported, unit, scale, error)``
+    event_meta: tuple[tuple[str, bool, str, float, str | None], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        idx: dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            idx.setdefault(name, i)
+        for i, name in enumerate(self.names):
+            idx.setdefault(base_name(name), i)
+        cells: list[list[tuple[int, int, Callable]]] = [[] for _ in self.names]
+        for u, (grouped, members, _ci, _ti) in enumerate(self.units_plan):
+            if grouped:
+                for k, i in enumerate(members):
+                    cells[i].append((u, k, _cell_struct(k).unpack_from))
+            else:
+                cells[members[0]].append((u, -1, _cell_struct(-1).unpack_from))
+        meta = tuple(zip(self.names, self.supported, self.units, self.scales, self.errors))
+        object.__setattr__(self, "index", idx)  # frozen: the dataclass way to set a derived field
+        object.__setattr__(self, "event_cells", tuple(tuple(c) for c in cells))
+        object.__setattr__(self, "event_meta", meta)
 
 
 def decode(layout: Layout, raws: Sequence[bytes | tuple]) -> np.ndarray:
@@ -156,23 +218,25 @@ class Counts:
 
     def __init__(self, layout: Layout, raws: Sequence[bytes | tuple] | None, timestamp_ns: int, start_ns: int = 0,
                  data: np.ndarray | None = None) -> None:
-        # the read path builds one of these per read(): four stores, the rest is lazy
+        # the read path builds one of these per read(): plain stores, the rest is lazy.
+        # Every slot is set (None = not computed yet): reading an unset slot raises
+        # AttributeError, and catching it cost more than the whole read.
+        # (pmuscope._native.CountsReader fills the same slots without calling this.)
         self.layout = layout
         self._raws = raws
         self.timestamp_ns = timestamp_ns
         self.start_ns = start_ns
-        if data is not None:
-            self._data = data
+        self._data = data
+        self._agg = None
 
     # -- raw data -----------------------------------------------------------
     @property
     def data(self) -> np.ndarray:
         """``uint64[event, cpu, thread, (value, time_enabled, time_running)]``."""
-        try:
-            return self._data
-        except AttributeError:
-            self._data = decode(self.layout, self._raws or ())
-            return self._data
+        data = self._data
+        if data is None:
+            data = self._data = decode(self.layout, self._raws or ())
+        return data
 
     @property
     def names(self) -> list[str]:
@@ -207,67 +271,89 @@ class Counts:
             error=L.errors[i],
         )
 
+    def _small(self) -> bool:
+        """True when the aggregates are cheaper in plain Python than in numpy:
+        a few read units not decoded into arrays yet."""
+        raws = self._raws
+        return self._data is None and raws is not None and len(raws) <= _PY_CELLS
+
     def _aggregate_all(self) -> list[EventCount]:
-        try:
-            return self._agg
-        except AttributeError:
-            pass
-        if not hasattr(self, "_data") and self._raws is not None and len(self._raws) <= _PY_CELLS:
-            self._agg = self._aggregate_small()
-        else:
-            data = self.data
-            scaled, counted = scale_cells(data)
-            self._agg = [self._make(i, data[i], scaled[i], counted[i]) for i in range(len(self.layout.names))]
-        return self._agg
+        agg = self._agg
+        if agg is None:
+            if self._small():
+                agg = self._aggregate_small()
+            else:
+                data = self.data
+                scaled, counted = scale_cells(data)
+                agg = [self._make(i, data[i], scaled[i], counted[i]) for i in range(len(self.layout.names))]
+            self._agg = agg
+        return agg
 
     def _aggregate_small(self) -> list[EventCount]:
         """The same sums and scaling as the numpy path, in plain Python: for a
         few read units this is far cheaper than building arrays."""
-        L = self.layout
-        n = len(L.names)
-        val = [0] * n
-        ena = [0] * n
-        run = [0] * n
-        scaled = [0.0] * n
-        counted = [False] * n
-        for (grouped, members, _ci, _ti), raw in zip(L.units_plan, self._raws):
-            if not isinstance(raw, tuple):
-                raw = _unpack(raw)
-            if grouped:
-                e, r = raw[1], raw[2]
-                cells = [(members[k], raw[3 + 2 * k]) for k in range(min(raw[0], len(members)))]
-            else:
-                e, r = raw[1], raw[2]
-                cells = [(members[0], raw[0])]
-            for i, v in cells:
-                val[i] += v
-                ena[i] += e
-                run[i] += r
-                if r:
-                    counted[i] = True
-                    scaled[i] += v * e / r if r < e else float(v)
-        return [
-            EventCount(name, val[i], ena[i], run[i], scaled[i], bool(L.supported[i] and counted[i]),
-                       L.supported[i], L.units[i], L.scales[i], L.errors[i])
-            for i, name in enumerate(L.names)
-        ]
+        raws = self._raws
+        if len(raws) > 1:  # events over several units: unpack each unit once, not once per event
+            raws = [_unpack(raw) if isinstance(raw, _BUFFERS) else raw for raw in raws]
+        return [self._event_small(i, raws) for i in range(len(self.layout.names))]
+
+    def _event_small(self, i: int, raws: Sequence[bytes | tuple]) -> EventCount:
+        """Event ``i`` summed over its own cells in read-unit order, each scaled
+        as perf does: ``counts[name]`` right after a read needs no more.
+        ``raws`` are read buffers or their unpacked words."""
+        cells = self.layout.event_cells[i]
+        if len(cells) == 1:
+            # the common case (one thread or CPU) of a read buffer: unpack only this
+            # cell's words, no sums
+            u, k, take = cells[0]
+            raw = raws[u]
+            if type(raw) is bytes:
+                try:
+                    words = take(raw)
+                except struct.error:  # shorter than the plan's buffer: the general path below
+                    words = None
+                if words is not None and k < 0:
+                    v, e, r = words
+                elif words is not None and k < words[0]:  # (a group read returns nr members)
+                    _, e, r, v = words
+                else:
+                    words = None
+                if words is not None:
+                    name, sup, unit, scale, error = self.layout.event_meta[i]
+                    scaled = (v * e / r if r < e else float(v)) if r else 0.0  # as the sums below, from 0.0
+                    return _tuple_new(EventCount, (name, v, e, r, scaled, r != 0 if sup else False, sup, unit,
+                                                   scale, error))
+        val = ena = run = 0
+        scaled = 0.0
+        counted = False
+        for u, k, _take in cells:
+            cell = _cell(raws[u], k)
+            if cell is None:
+                continue
+            v, e, r = cell
+            val += v
+            ena += e
+            run += r
+            if r:
+                counted = True
+                scaled += v * e / r if r < e else float(v)
+        name, sup, unit, scale, error = self.layout.event_meta[i]
+        return _tuple_new(EventCount, (name, val, ena, run, scaled, counted if sup else False, sup, unit, scale, error))
 
     def __getitem__(self, name: str) -> EventCount:
-        agg = self._aggregate_all()
-        for ev in agg:
-            if ev.name == name:
-                return ev
-        for ev in agg:  # "cycles" finds "cycles:u"
-            if base_name(ev.name) == name:
-                return ev
-        raise KeyError(f"no event {name!r} in these counts (have {', '.join(e.name for e in agg)})")
+        i = self.layout.index.get(name)
+        if i is None:
+            raise KeyError(f"no event {name!r} in these counts (have {', '.join(self.layout.names)})")
+        agg = self._agg
+        if agg is not None:
+            return agg[i]
+        raws = self._raws
+        if self._data is None and raws is not None and len(raws) <= _PY_CELLS:  # _small(), inlined
+            return self._event_small(i, raws)
+        return self._aggregate_all()[i]
 
     def __contains__(self, name: str) -> bool:
-        try:
-            self[name]
-            return True
-        except KeyError:
-            return False
+        return name in self.layout.index
 
     def __iter__(self) -> Iterator[EventCount]:
         return iter(self._aggregate_all())
