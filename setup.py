@@ -1,4 +1,4 @@
-"""Build the optional native helper (rdtsc/rdpmc, native sampling loop).
+"""Build the optional native helper (rdtsc/rdpmc, native sampling loop, counter reads).
 
 `optional=True`: when no C compiler is present the install still succeeds and
 pmuscope uses its pure-Python paths (`pmuscope doctor` / `observe --explain`
