@@ -353,6 +353,16 @@ static PyObject *cr_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->n_clear = PyTuple_GET_SIZE(clear);
     for (i = 0; i < self->n_clear; i++)
         if (slot_offset(tp, PyTuple_GET_ITEM(clear, i), &self->clear[i]) < 0) goto fail;
+    /* each slot once: set_slot() stores into an empty slot and would leak a second store */
+    for (i = 0; i < CR_FILL + self->n_clear; i++) {
+        Py_ssize_t a = i < CR_FILL ? self->fill[i] : self->clear[i - CR_FILL];
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (a == (j < CR_FILL ? self->fill[j] : self->clear[j - CR_FILL])) {
+                PyErr_SetString(PyExc_ValueError, "CountsReader: a slot is named twice");
+                goto fail;
+            }
+        }
+    }
     self->n = PyTuple_GET_SIZE(units);
     self->fds = PyMem_New(int, self->n ? self->n : 1);
     self->sizes = PyMem_New(Py_ssize_t, self->n ? self->n : 1);

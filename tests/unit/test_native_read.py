@@ -76,6 +76,8 @@ def test_native_reader_checks_its_inputs(native_reader_module):
         native_reader_module.CountsReader(Other, ("layout", "nothing", "timestamp_ns", "start_ns"), (), layout, ())
     with pytest.raises(TypeError, match="units are"):
         _native_reader(layout, (5,))
+    with pytest.raises(ValueError, match="named twice"):
+        native_reader_module.CountsReader(Counts, counter_mod._NATIVE_FILL, ("_data", "layout"), layout, ())
 
 
 
