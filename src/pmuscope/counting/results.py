@@ -59,6 +59,15 @@ def _cell(raw: bytes | tuple, k: int) -> tuple[int, int, int] | None:
     return None
 
 
+def _one_cell(meta: tuple, v: int, e: int, r: int) -> "EventCount":
+    """The EventCount of an event with one cell (``Counts._event_sum`` over that
+    cell: sums from 0 and 0.0 change nothing); ``meta`` is its
+    ``Layout.event_meta`` entry."""
+    name, sup, unit, scale, error = meta
+    scaled = (v * e / r if r < e else float(v)) if r else 0.0
+    return _tuple_new(EventCount, (name, v, e, r, scaled, r != 0 if sup else False, sup, unit, scale, error))
+
+
 #: ``EventCount`` built from a ready tuple: the NamedTuple's own ``__new__`` is a
 #: Python function with defaults (~3x the cost for ten fields)
 _tuple_new = tuple.__new__
@@ -292,41 +301,29 @@ class Counts:
     def _aggregate_small(self) -> list[EventCount]:
         """The same sums and scaling as the numpy path, in plain Python: for a
         few read units this is far cheaper than building arrays."""
-        raws = self._raws
-        if len(raws) > 1:  # events over several units: unpack each unit once, not once per event
-            raws = [_unpack(raw) if isinstance(raw, _BUFFERS) else raw for raw in raws]
-        return [self._event_small(i, raws) for i in range(len(self.layout.names))]
+        L = self.layout
+        raws = [_unpack(raw) if isinstance(raw, _BUFFERS) else raw for raw in self._raws]  # each unit once
+        out = []
+        for i, cells in enumerate(L.event_cells):
+            if len(cells) == 1:  # one cell (one thread or CPU): no sums
+                u, k, _take = cells[0]
+                words = raws[u]
+                if k < 0:
+                    out.append(_one_cell(L.event_meta[i], words[0], words[1], words[2]))
+                    continue
+                if k < words[0]:  # a group read returns nr members
+                    out.append(_one_cell(L.event_meta[i], words[3 + 2 * k], words[1], words[2]))
+                    continue
+            out.append(self._event_sum(i, raws))
+        return out
 
-    def _event_small(self, i: int, raws: Sequence[bytes | tuple]) -> EventCount:
-        """Event ``i`` summed over its own cells in read-unit order, each scaled
-        as perf does: ``counts[name]`` right after a read needs no more.
-        ``raws`` are read buffers or their unpacked words."""
-        cells = self.layout.event_cells[i]
-        if len(cells) == 1:
-            # the common case (one thread or CPU) of a read buffer: unpack only this
-            # cell's words, no sums
-            u, k, take = cells[0]
-            raw = raws[u]
-            if type(raw) is bytes:
-                try:
-                    words = take(raw)
-                except struct.error:  # shorter than the plan's buffer: the general path below
-                    words = None
-                if words is not None and k < 0:
-                    v, e, r = words
-                elif words is not None and k < words[0]:  # (a group read returns nr members)
-                    _, e, r, v = words
-                else:
-                    words = None
-                if words is not None:
-                    name, sup, unit, scale, error = self.layout.event_meta[i]
-                    scaled = (v * e / r if r < e else float(v)) if r else 0.0  # as the sums below, from 0.0
-                    return _tuple_new(EventCount, (name, v, e, r, scaled, r != 0 if sup else False, sup, unit,
-                                                   scale, error))
+    def _event_sum(self, i: int, raws: Sequence[bytes | tuple]) -> EventCount:
+        """Event ``i`` summed over its cells in read-unit order, each scaled as
+        perf does. ``raws`` are read buffers or their unpacked words."""
         val = ena = run = 0
         scaled = 0.0
         counted = False
-        for u, k, _take in cells:
+        for u, k, _take in self.layout.event_cells[i]:
             cell = _cell(raws[u], k)
             if cell is None:
                 continue
@@ -341,16 +338,36 @@ class Counts:
         return _tuple_new(EventCount, (name, val, ena, run, scaled, counted if sup else False, sup, unit, scale, error))
 
     def __getitem__(self, name: str) -> EventCount:
-        i = self.layout.index.get(name)
+        L = self.layout
+        i = L.index.get(name)
         if i is None:
-            raise KeyError(f"no event {name!r} in these counts (have {', '.join(self.layout.names)})")
+            raise KeyError(f"no event {name!r} in these counts (have {', '.join(L.names)})")
         agg = self._agg
         if agg is not None:
             return agg[i]
         raws = self._raws
-        if self._data is None and raws is not None and len(raws) <= _PY_CELLS:  # _small(), inlined
-            return self._event_small(i, raws)
-        return self._aggregate_all()[i]
+        if self._data is not None or raws is None or len(raws) > _PY_CELLS:
+            return self._aggregate_all()[i]
+        # right after a read: this event alone, not all of them
+        cells = L.event_cells[i]
+        if len(cells) == 1 and type(raws[cells[0][0]]) is bytes:
+            # the common case, one cell (one thread or CPU) in a read buffer: unpack only its words
+            u, k, take = cells[0]
+            try:
+                words = take(raws[u])
+            except struct.error:  # a buffer shorter than the plan's: _event_sum copes
+                return self._event_sum(i, raws)
+            if k < 0:
+                v, e, r = words
+            elif k < words[0]:  # a group read returns nr members
+                _, e, r, v = words
+            else:
+                return self._event_sum(i, raws)
+            # _one_cell(), inlined: a call is a tenth of this lookup
+            name, sup, unit, scale, error = L.event_meta[i]
+            scaled = (v * e / r if r < e else float(v)) if r else 0.0
+            return _tuple_new(EventCount, (name, v, e, r, scaled, r != 0 if sup else False, sup, unit, scale, error))
+        return self._event_sum(i, raws)
 
     def __contains__(self, name: str) -> bool:
         return name in self.layout.index
