@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from pmuscope.cli.main import main as cli_main
@@ -388,6 +389,17 @@ def test_threshold_prunes_branches(prof):
     assert eps.splitlines() == ["            |", "            ---eps", "               |          ",
                                 "                --6.25%--delta", "                          alpha",
                                 "                          main"]
+
+
+def test_hash_collisions_do_not_change_the_trees(prof, monkeypatch):
+    """Samples are grouped by a hash of their chains; when every chain hashes
+    the same, the check against each group's representative finds it and the
+    exact grouping gives the same trees."""
+    from pmuscope.profile import callchain
+
+    want = _text(prof, children=True, call_graph=CallGraphParams())
+    monkeypatch.setattr(callchain, "_multipliers", lambda n: np.zeros(n, dtype=np.uint64))
+    assert _text(prof, children=True, call_graph=CallGraphParams()) == want == CHILDREN_GRAPH
 
 
 def test_json_tree_under_rows(prof):

@@ -161,7 +161,7 @@ class CallNode:
         return self.samples - self.self_samples
 
 
-@dataclass
+@dataclass(slots=True)
 class CallTree:
     """The call graph under one report row: its first entries, and the
     weight of every chain appended to it (perf's root node)."""
@@ -222,31 +222,37 @@ def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple
     """Group samples with the same ``row`` and the same chain (``ent`` between
     ``off``): ``(class of each sample, one sample of each class)``.
 
-    A 64-bit hash of each chain sorts them; members are then compared with
-    their class's first sample entry by entry, and a mismatch (a hash
-    collision) falls back to exact grouping, so the result never depends on
-    the hash."""
+    A 64-bit hash of each chain (with its row and length) sorts them; every
+    sample is then compared with its class's representative entry by entry,
+    and a mismatch (a hash collision) falls back to exact grouping, so the
+    result never depends on the hash."""
     n = len(row)
     lens = np.diff(off)
-    if len(ent):
-        sample_of = np.repeat(np.arange(n, dtype=np.int64), lens)
-        pos = np.arange(len(ent), dtype=np.int64) - off[:-1][sample_of]
-        with np.errstate(over="ignore"):
+    start = off[:-1]
+    sample_of = np.repeat(np.arange(n, dtype=np.int64), lens)
+    with np.errstate(over="ignore"):
+        if len(ent):
+            pos = np.arange(len(ent), dtype=np.int64) - start[sample_of]
             vals = (ent.astype(np.uint64) + np.uint64(1)) * _multipliers(int(lens.max()))[pos]
             cs = np.concatenate((np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)))
-            h = cs[off[1:]] - cs[off[:-1]]
-    else:
-        sample_of = pos = np.zeros(0, dtype=np.int64)
-        h = np.zeros(n, dtype=np.uint64)
-    order = np.lexsort((h, lens, row))
+            h = cs[off[1:]] - cs[start]
+        else:
+            h = np.zeros(n, dtype=np.uint64)
+        key = h ^ (row.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) \
+            ^ (lens.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F))
+    order = np.argsort(key)
+    sk = key[order]
     flag = np.ones(n, dtype=bool)
-    if n:
-        a, b = order[1:], order[:-1]
-        flag[1:] = (h[a] != h[b]) | (lens[a] != lens[b]) | (row[a] != row[b])
+    np.not_equal(sk[1:], sk[:-1], out=flag[1:])
     cls = np.empty(n, dtype=np.int64)
     cls[order] = np.cumsum(flag) - 1
     rep = order[flag]
-    if len(ent) and not np.array_equal(ent, ent[off[:-1][rep[cls[sample_of]]] + pos]):
+    rs = rep[cls]
+    same = np.array_equal(row[rs], row) and np.array_equal(lens[rs], lens)
+    if same and len(ent):
+        shift = (start[rs] - start)[sample_of]
+        same = np.array_equal(ent[np.arange(len(ent), dtype=np.int64) + shift], ent)
+    if not same:
         seen: dict = {}
         cls = np.array([seen.setdefault((int(row[i]), ent[off[i]:off[i + 1]].tobytes()), len(seen))
                         for i in range(n)], dtype=np.int64)
@@ -267,12 +273,14 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
     ``flat`` and ``folded`` is ``min_percent`` of it).
     """
     nrows = len(rows)
-    trees = [CallTree([], 0.0, 0) for _ in range(nrows)]
-    n = len(p)
-    if nrows == 0 or n == 0 or not p.has_callchain:
-        return trees
+    if nrows == 0 or len(p) == 0 or not p.has_callchain:
+        return [CallTree([], 0.0, 0) for _ in range(nrows)]
     order = params.resolved_order(children)
-    frames, off = p.chains(order=order, max_stack=max_stack)
+    # which samples share a chain does not depend on its order: without
+    # --max-stack they are grouped on the stored chains, and only one chain
+    # per group is turned into caller order
+    flip = max_stack is None and order == "caller"
+    frames, off = p.chains(order="callee" if flip else order, max_stack=max_stack)
     nk = node_keys(p)
     # frame classes: (entry identity, row key part); a chain is a sequence of classes
     fcu, fc = uniq_inv(nk * nf + frame_key)
@@ -288,9 +296,16 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
     nc = len(rep)
     c_w = np.bincount(cls, weights=period, minlength=nc)
     c_n = np.bincount(cls, minlength=nc)
-    c_start = off[:-1][rep]
     c_len = np.diff(off)[rep]
     c_row = self_row[rep]
+    # the distinct chains back to back, in display order
+    c_off = np.zeros(nc + 1, dtype=np.int64)
+    np.cumsum(c_len, out=c_off[1:])
+    c_start = c_off[:-1]
+    e_cls = np.repeat(np.arange(nc, dtype=np.int64), c_len)
+    e_pos = np.arange(int(c_off[-1]), dtype=np.int64) - c_start[e_cls]
+    src = off[:-1][rep][e_cls] + (c_len[e_cls] - 1 - e_pos if flip else e_pos)
+    ent = ent[src]
 
     # rows drawn: key -> index
     rsort = np.argsort(rows, kind="stable")
@@ -305,9 +320,7 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
     ok = (r >= 0) & (c_len > 0)
     p_row, p_cls, p_start = [r[ok]], [np.flatnonzero(ok)], [np.zeros(int(ok.sum()), dtype=np.int64)]
     if children and len(ent):
-        e_cls = np.repeat(np.arange(nc, dtype=np.int64), c_len)
-        e_pos = np.arange(len(e_cls), dtype=np.int64) - np.repeat(np.cumsum(c_len) - c_len, c_len)
-        e_rk = sample_key[rep][e_cls] * nf + fc_fkey[ent[c_start[e_cls] + e_pos]]
+        e_rk = sample_key[rep][e_cls] * nf + fc_fkey[ent]
         _, rk = uniq_inv(e_rk)
         _, first, _ = uniq_first(e_cls * (int(rk.max()) + 1) + rk)
         first = first[e_rk[first] != c_row[e_cls[first]]]
@@ -330,7 +343,7 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
     branches: list[np.ndarray] = []
     first_id = 0
     next_id = nrows  # ids 0..nrows-1 are the rows' roots
-    root_w = root_n = None
+    root_w, root_n = np.zeros(nrows), np.zeros(nrows)
     d = 0
     while len(parent):
         cl = ent[base + d]
@@ -365,9 +378,7 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
         base, plen, pw, pn = base[go], plen[go], pw[go], pn[go]
         d += 1
 
-    if root_w is not None:
-        for i in range(nrows):
-            trees[i].period, trees[i].samples = float(root_w[i]), int(root_n[i])
+    trees = [CallTree([], w, n) for w, n in zip(root_w.tolist(), root_n.astype(np.int64).tolist())]
     # objects for the kept nodes, parents first; they hold no cycles, so the
     # collector need not walk the growing heap while they are made
     collect = gc.isenabled()
