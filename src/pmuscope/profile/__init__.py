@@ -8,7 +8,9 @@
   :class:`ProfileBuilder` — every sample as numpy columns, symbolized leaf
   and call stacks as frame ids (``pmuscope.profile.model``).
 - :func:`build_report`, :func:`format_report`, :func:`report_json` — perf
-  report's overhead table (``pmuscope.profile.report``).
+  report's overhead table (``pmuscope.profile.report``), with each row's call
+  graph when asked (``call_graph="graph,0.5,caller"``, perf's ``-g``;
+  :class:`CallGraphParams`, :func:`parse_call_graph`, ``pmuscope.profile.callchain``).
 - :func:`iter_script`, :func:`format_script` — perf script's text.
 - :func:`folded_stacks`, :func:`write_folded`, :func:`write_flamegraph`.
 """
@@ -22,6 +24,7 @@ _LAZY = {
     "Profile": ".model", "ProfileBuilder": ".model", "build_profile": ".model", "load_profile": ".model",
     "Report": ".report", "ReportRow": ".report", "build_report": ".report", "format_report": ".report",
     "parse_sort": ".report", "report_json": ".report", "reports_by_event": ".report",
+    "CallGraphParams": ".callchain", "CallNode": ".callchain", "parse_call_graph": ".callchain",
     "format_script": ".script", "iter_script": ".script", "iter_script_bytes": ".script", "parse_fields": ".script",
     "folded_stacks": ".export", "frame_labels": ".export", "write_flamegraph": ".export", "write_folded": ".export",
 }
@@ -43,6 +46,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "Profile", "ProfileBuilder", "build_profile", "load_profile",
     "Report", "ReportRow", "build_report", "format_report", "parse_sort", "report_json", "reports_by_event",
+    "CallGraphParams", "CallNode", "parse_call_graph",
     "format_script", "iter_script", "iter_script_bytes", "parse_fields",
     "folded_stacks", "frame_labels", "write_flamegraph", "write_folded",
 ]
