@@ -46,6 +46,13 @@ _SECTION = struct.Struct("<QQ")
 R = abi.PerfRecord
 S = abi.PerfSample
 _NO_TIME = -1
+#: pseudo record types of the walkers' ``max_run`` mode: one item holds a run of
+#: whole records back to back, at their own offsets (_RUN) or all decompressed
+#: from the COMPRESSED record at the item's offset (_RUN_INNER)
+_RUN, _RUN_INNER = -1, -2
+#: records a run never holds: they need handling of their own (an AUXTRACE
+#: payload follows; compressed data; pipe-mode attrs and names can come late)
+_RUN_BREAK = frozenset({R.AUXTRACE, R.COMPRESSED, R.COMPRESSED2, R.HEADER_ATTR, R.EVENT_UPDATE, R.HEADER_FEATURE})
 
 
 @dataclass
@@ -150,9 +157,11 @@ class _Stream:
         self.source = source
         self.pos = 0
 
-    def read(self, n: int, what: str, *, eof_ok: bool = False) -> bytes | None:
-        parts = []
-        got = 0
+    def read(self, n: int, what: str, *, eof_ok: bool = False, have: bytes = b"") -> bytes | None:
+        """Exactly ``n`` bytes from ``pos`` on; ``have``: the first of them,
+        already read (by a block reader)."""
+        parts = [have] if have else []
+        got = len(have)
         while got < n:
             chunk = self.f.read(min(n - got, 1 << 20))
             if not chunk:
@@ -505,14 +514,15 @@ class PerfDataFile:
                         a.name = name
 
     # --- record walking -----------------------------------------------------------
-    def _iter_file_records(self) -> Iterator[tuple]:
+    def _iter_file_records(self, max_run: int = 0) -> Iterator[tuple]:
         """(type, misc, record view, file offset, AUXTRACE payload view or None)
         in file order, compressed records left as they are. In directory format
-        the ``data.N`` files follow the header file's data section."""
+        the ``data.N`` files follow the header file's data section. With
+        ``max_run``, see :meth:`_walk` (and :meth:`_stream_runs`)."""
         if self._stream is not None:
-            yield from self._iter_stream_records()
+            yield from self._iter_stream_records(max_run)
             return
-        yield from self._walk(self._buf, self._data_start, self._data_end, self.source)
+        yield from self._walk(self._buf, self._data_start, self._data_end, self.source, max_run)
         for i, path in enumerate(self._dir_files):
             if i >= len(self._dir_maps):  # mapped once, kept until close() like the header file
                 with open(path, "rb") as f:
@@ -521,42 +531,133 @@ class PerfDataFile:
                 self._dir_maps.append(m)
             m = self._dir_maps[i]
             if m is not None:
-                yield from self._walk(memoryview(m), 0, len(m), path)
+                yield from self._walk(memoryview(m), 0, len(m), path, max_run)
 
-    def _walk(self, buf: memoryview, pos: int, end: int, source: str) -> Iterator[tuple]:
+    def _walk(self, buf: memoryview, pos: int, end: int, source: str, max_run: int = 0) -> Iterator[tuple]:
+        """Records of ``buf[pos:end]`` one by one; with ``max_run`` > 0, runs of
+        consecutive records (not in :data:`_RUN_BREAK`) come as one ``_RUN``
+        item of at most about ``max_run`` bytes, so that a consumer of whole
+        chunks is not handed ~100k Python tuples for ~100k records. A run also
+        ends after a record whose size is not a multiple of 8 (perf before 6.12
+        wrote pipe-mode HEADER_FEATURE records unpadded): the next run starts
+        8-byte aligned again, which the decoder's columnar path needs."""
         unpack = _HDR.unpack_from
-
-        def err(at: int, what: str) -> FormatError:
-            return format_error(source, at, what)
-
+        start = pos  # first record of the pending run
+        bad: tuple[int, str] | None = None
         while pos < end:
             if end - pos < 8:
-                raise err(pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
+                bad = (pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
+                break
             type_, misc, size = unpack(buf, pos)
             if size < 8:
-                raise err(pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+                bad = (pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+                break
             if size > end - pos:
-                raise err(pos, f"record type {type_} of size {size} runs past the end of the data section at {end}")
+                bad = (pos, f"record type {type_} of size {size} runs past the end of the data section at {end}")
+                break
+            if max_run and type_ not in _RUN_BREAK:
+                pos += size
+                if size & 7 or pos - start >= max_run:
+                    yield _RUN, 0, buf[start:pos], start, None
+                    start = pos
+                continue
+            if pos > start:
+                yield _RUN, 0, buf[start:pos], start, None
             payload = None
             nxt = pos + size
             if type_ == R.AUXTRACE:
                 if size < 48:
-                    raise err(pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                    bad = (pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                    start = pos
+                    break
                 (psz,) = _U64.unpack_from(buf, pos + 8)
                 if psz > end - nxt:
-                    raise err(pos + 8, f"AUXTRACE payload of {psz} bytes runs past the end of the data section at {end}")
+                    bad = (pos + 8, f"AUXTRACE payload of {psz} bytes runs past the end of the data section at {end}")
+                    start = pos
+                    break
                 payload = buf[nxt : nxt + psz]
                 nxt += psz
             yield type_, misc, buf[pos : pos + size], pos, payload
-            pos = nxt
+            pos = start = nxt
+        if pos > start:  # the records before a malformed one still count (strict=False keeps them)
+            yield _RUN, 0, buf[start:pos], start, None
+        if bad is not None:
+            raise format_error(source, *bad)
 
-    def _iter_stream_records(self) -> Iterator[tuple]:
+    def _iter_stream_records(self, max_run: int = 0) -> Iterator[tuple]:
         if self._consumed:
             raise FormatError(f"{self.source}: a non-seekable stream can be iterated only once", path=self.source, offset=self._stream.pos, expected="one pass")
         self._consumed = True
         pending, self._pending = self._pending, []
         yield from pending
-        yield from self._stream_iter
+        # the preamble's reader stopped right after a whole record: either reader goes on from there
+        yield from self._stream_runs(max_run) if max_run else self._stream_iter
+
+    def _stream_runs(self, max_run: int) -> Iterator[tuple]:
+        """:meth:`_stream_records` in :meth:`_walk`'s ``max_run`` mode: the
+        stream is read in blocks of ``max_run`` bytes and the whole records of
+        each block come as ``_RUN`` items (those of :data:`_RUN_BREAK` one by
+        one), with the same checks and error offsets as record by record."""
+        st = self._stream
+        unpack = _HDR.unpack_from
+        buf = b""
+        base = st.pos  # stream offset of buf[0]
+        while True:
+            more = st.f.read(max_run)
+            if not more:
+                break
+            st.pos += len(more)
+            buf = buf + more if buf else more
+            n = len(buf)
+            pos = start = 0
+            while n - pos >= 8:
+                type_, misc, size = unpack(buf, pos)
+                if size < 8:
+                    if pos > start:
+                        yield _RUN, 0, memoryview(buf)[start:pos], base + start, None
+                    raise self._err(base + pos, f"record type {type_} has size {size}, expected at least 8 (perf_event_header)")
+                if size > n - pos:
+                    break
+                if type_ not in _RUN_BREAK:
+                    pos += size
+                    if size & 7:
+                        yield _RUN, 0, memoryview(buf)[start:pos], base + start, None
+                        start = pos
+                    continue
+                if pos > start:
+                    yield _RUN, 0, memoryview(buf)[start:pos], base + start, None
+                rec = memoryview(buf)[pos : pos + size]
+                payload = None
+                nxt = pos + size
+                if type_ == R.AUXTRACE:
+                    if size < 48:
+                        raise self._err(base + pos, f"PERF_RECORD_AUXTRACE of size {size}, expected at least 48")
+                    (psz,) = _U64.unpack_from(buf, pos + 8)
+                    if psz > MAX_STREAM_AUXTRACE:
+                        raise self._err(base + pos + 8, f"AUXTRACE payload of {psz} bytes, more than the {MAX_STREAM_AUXTRACE} "
+                                                        "bytes accepted from a stream")
+                    if psz <= n - nxt:
+                        payload = memoryview(buf)[nxt : nxt + psz]
+                    else:  # the rest of the payload is still in the stream: read it, then a new block
+                        st.pos = base + nxt
+                        payload = memoryview(st.read(psz, f"AUXTRACE payload of {psz} bytes", have=buf[nxt:]))
+                        yield type_, misc, rec, base + pos, payload
+                        buf, base, n, pos = b"", st.pos, 0, 0
+                        break
+                    nxt += psz
+                yield type_, misc, rec, base + pos, payload
+                pos = start = nxt
+            if pos > start:
+                yield _RUN, 0, memoryview(buf)[start:pos], base + start, None
+            buf = buf[pos:]
+            base += pos
+        if buf:
+            at = base + len(buf)
+            if len(buf) < 8:
+                raise self._err(at, f"stream ends inside a perf_event_header (expected 8 bytes, got {len(buf)})")
+            type_, misc, size = unpack(buf, 0)
+            raise self._err(at, f"stream ends inside record type {type_} of size {size} (expected {size - 8} bytes, "
+                                f"got {len(buf) - 8})")
 
     def _stream_records(self) -> Iterator[tuple]:
         st = self._stream
@@ -580,23 +681,26 @@ class PerfDataFile:
                 payload = memoryview(st.read(psz, f"AUXTRACE payload of {psz} bytes"))
             yield type_, misc, memoryview(rec), pos, payload
 
-    def _decompressed_records(self, containers: bool = False) -> Iterator[tuple]:
+    def _decompressed_records(self, containers: bool = False, max_run: int = 0) -> Iterator[tuple]:
         """File-order records with COMPRESSED/COMPRESSED2 expanded in place; the
         inner records carry the file offset of the compressed record. With
-        ``containers`` the compressed records themselves come first too."""
+        ``containers`` the compressed records themselves come first too. With
+        ``max_run``, consecutive records come as runs (:meth:`_walk`): ``_RUN``
+        items from the file, ``_RUN_INNER`` items of decompressed records."""
         if self.strict:
-            yield from self._decompressed_records_strict(containers)
+            yield from self._decompressed_records_strict(containers, max_run)
             return
         try:
-            yield from self._decompressed_records_strict(containers)
+            yield from self._decompressed_records_strict(containers, max_run)
         except FormatError as err:
             self.data_error = err
 
-    def _decompressed_records_strict(self, containers: bool) -> Iterator[tuple]:
+    def _decompressed_records_strict(self, containers: bool, max_run: int = 0) -> Iterator[tuple]:
         writer = sink = None
         leftover = b""
         left_at = 0
-        for rec in self._iter_file_records():
+        unpack = _HDR.unpack_from
+        for rec in self._iter_file_records(max_run):
             type_ = rec[0]
             if self.pipe and rec[3] >= self._preamble_end and type_ in (R.HEADER_ATTR, R.EVENT_UPDATE, R.HEADER_FEATURE):
                 self._process_pipe_record(rec)
@@ -627,17 +731,31 @@ class PerfDataFile:
                 raise self._err(off, f"zstd data does not decompress: {err}") from None
             out = leftover + sink.take() if leftover else sink.take()
             pos, n = 0, len(out)
+            start = 0  # first record of the pending run (max_run)
+            bad = None
             view = memoryview(out)
             while n - pos >= 8:
-                t, m, size = _HDR.unpack_from(out, pos)
+                t, m, size = unpack(out, pos)
                 if size < 8:
-                    raise self._err(off, f"decompressed record type {t} has size {size}, expected at least 8")
+                    bad = f"decompressed record type {t} has size {size}, expected at least 8"
+                    break
                 if size > n - pos:
                     break
                 if t == R.AUXTRACE or t == R.COMPRESSED or t == R.COMPRESSED2:
-                    raise self._err(off, f"record type {t} inside compressed data, which perf never writes")
+                    bad = f"record type {t} inside compressed data, which perf never writes"
+                    break
+                if max_run:
+                    pos += size
+                    if size & 7 or pos - start >= max_run:
+                        yield _RUN_INNER, 0, view[start:pos], off, None
+                        start = pos
+                    continue
                 yield t, m, view[pos : pos + size], off, None
-                pos += size
+                pos = start = pos + size
+            if pos > start:
+                yield _RUN_INNER, 0, view[start:pos], off, None
+            if bad is not None:
+                raise self._err(off, bad)
             leftover = out[pos:]
             left_at = off
         if leftover:
@@ -663,7 +781,14 @@ class PerfDataFile:
         raw-chunk interface of :mod:`pmuscope.records`: COMPRESSED records are
         replaced by their decompressed records, AUXTRACE payloads left out.
         With ``ordered=True`` chunks hold time-sorted records copied together
-        and ``base_offset`` is that of the chunk's first record."""
+        and ``base_offset`` is that of the chunk's first record.
+
+        Chunks are about ``max_bytes`` whatever the input: a mapped file's
+        records are handed over in place, decompressed and streamed records
+        copied together. A chunk ends early only at records that need handling
+        of their own (AUXTRACE, pipe-mode HEADER_ATTR/EVENT_UPDATE/HEADER_FEATURE)
+        and after a record whose size is not a multiple of 8, so every chunk's
+        records start 8-byte aligned when their sizes allow it."""
         if ordered:
             parts: list[memoryview] = []
             first, total = 0, 0
@@ -678,43 +803,34 @@ class PerfDataFile:
             if parts:
                 yield first, memoryview(b"".join(parts))
             return
-        file_obj = self._buf.obj if self._buf is not None and self._stream is None else None
-        run = False
-        run_start = run_end = 0
-        # records not in the mapped file (decompressed, or read from a stream)
-        # are copied together so the decoder sees large chunks
+        # runs of mapped records are handed over as they are; decompressed
+        # records and a stream's records are copied together so the decoder
+        # sees large chunks
         parts: list[memoryview] = []
         parts_off = parts_len = 0
-        for rec in self._decompressed_records():
-            mv, off = rec[2], rec[3]
-            in_file = file_obj is not None and mv.obj is file_obj
-            if run and in_file and off == run_end and run_end - run_start < max_bytes:
-                run_end += len(mv)
-                if rec[4] is not None:  # the AUXTRACE payload follows: end the run here
-                    yield run_start, self._buf[run_start:run_end]
-                    run = False
-                continue
-            if run:
-                yield run_start, self._buf[run_start:run_end]
-                run = False
-            if in_file:
-                if parts:
+        stream = self._stream is not None
+        try:
+            for rec in self._decompressed_records(max_run=max_bytes):
+                type_, mv, off = rec[0], rec[2], rec[3]
+                if type_ != _RUN_INNER and not stream:
+                    if parts:
+                        yield parts_off, memoryview(b"".join(parts))
+                        parts, parts_len = [], 0
+                    yield off, mv
+                    continue
+                if not parts:
+                    parts_off = off
+                parts.append(mv)
+                parts_len += len(mv)
+                # a chunk ends before an AUXTRACE payload and after an unpadded record
+                # (the next one starts 8-byte aligned again: see _walk)
+                if parts_len >= max_bytes or rec[4] is not None or len(mv) & 7:
                     yield parts_off, memoryview(b"".join(parts))
                     parts, parts_len = [], 0
-                if rec[4] is None:
-                    run, run_start, run_end = True, off, off + len(mv)
-                else:
-                    yield off, mv
-                continue
-            if not parts:
-                parts_off = off
-            parts.append(mv)
-            parts_len += len(mv)
-            if parts_len >= max_bytes or rec[4] is not None:
+        except FormatError:
+            if parts:  # every whole record before the error, as record by record
                 yield parts_off, memoryview(b"".join(parts))
-                parts, parts_len = [], 0
-        if run:
-            yield run_start, self._buf[run_start:run_end]
+            raise
         if parts:
             yield parts_off, memoryview(b"".join(parts))
 

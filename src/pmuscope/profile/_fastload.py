@@ -1,9 +1,13 @@
 """Fast paths for reading a recording: whole-record chunks cut straight from a
-plain perf.data data section, and ``/proc/kallsyms`` parsed with numpy.
+plain perf.data data section, the profile builder's decoding (:class:`RoundSource`:
+sample batches cut only at FINISHED_ROUND marks), and ``/proc/kallsyms``
+parsed with numpy.
 
-Both give the same result as the general code (``PerfDataFile.raw_chunks``,
-``KernelSymbols.load``) and fall back to it when the input is not the plain
-case (pipe mode, compressed data, AUX payloads; an unusual kallsyms layout).
+Each gives the same result as the general code (``PerfDataFile.raw_chunks``,
+``RecordSource``, ``KernelSymbols.load``) and falls back to it when the input
+is not the case it is made for (pipe mode, compressed data or AUX payloads
+for the chunks; records without timestamps for :class:`RoundSource`; an
+unusual kallsyms layout).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..kernel import abi
 from ..symbols import KERNEL_DSO, KernelSymbols, SymbolTable
 from ..symbols.table import _ends
 
@@ -161,6 +166,32 @@ def _parse_core(data: bytes):
 _WANTED = frozenset((1, 2, 3, 7, 10, 13, 17))  # MMAP, LOST, COMM, FORK, MMAP2, LOST_SAMPLES, KSYMBOL
 _FINISHED_ROUND = 68
 _THROTTLE, _UNTHROTTLE, _LOST, _LOST_SAMPLES = 5, 6, 2, 13
+
+
+def round_safe(attrs) -> bool:
+    """Whether :class:`RoundSource` may stand in for ``RecordSource``: every
+    sample carries PERF_SAMPLE_TIME and every side-band record its time in the
+    ``sample_id_all`` trailer. The profile builder then orders by time alone;
+    a record without a time is applied when it arrives, so the samples before
+    it in the stream must have arrived first (which only record order gives)."""
+    return all(e.sample_type & abi.PerfSample.TIME and e.sample_id_all for e in attrs)
+
+
+def profile_source(pf, path: str | None = None):
+    """The decoded stream :func:`~pmuscope.profile.build_profile` reads from
+    ``pf`` (a :class:`~pmuscope.perfdata.PerfDataFile`): the data section cut
+    straight from the file when it is plain (``path`` names it), else the
+    reader's chunks (pipe mode, zstd-compressed data, AUX payloads, directory
+    format: records copied together into ~4 MiB chunks). Either way samples are
+    decoded in large batches by :class:`RoundSource` when :func:`round_safe`;
+    a ``RecordSource`` (batches cut at every side-band record) otherwise."""
+    from ..records import AttrTable, RecordSource
+
+    table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
+    chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
+    if chunks is None:
+        chunks = pf.raw_chunks(ordered=pf.directory_format)  # as PerfDataFile.records()
+    return RoundSource(chunks, table) if round_safe(table) else RecordSource(chunks, table)
 
 
 class RoundSource:

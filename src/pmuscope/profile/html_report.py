@@ -107,9 +107,8 @@ def load_for_report(path: str, *, kernel_symbols: bool | None = None) -> tuple[P
     """Read a perf.data file once: ``(Profile, LostEvents, header features by
     name)``. Same reading path as :func:`~pmuscope.profile.load_profile`."""
     from ..perfdata import PerfDataFile
-    from ..records import AttrTable, RecordSource
     from ..symbols import Symbolizer
-    from ._fastload import RoundSource, load_kernel_symbols, plain_data_chunks
+    from ._fastload import load_kernel_symbols, profile_source
     from .model import _same_kernel, build_profile
 
     if path != "-" and not os.path.exists(path):
@@ -119,14 +118,7 @@ def load_for_report(path: str, *, kernel_symbols: bool | None = None) -> tuple[P
         features = _features(pf)
         ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
         symbolizer = Symbolizer(kernel=load_kernel_symbols() if ks else False)
-        chunks = plain_data_chunks(pf, path) if path != "-" else None
-        if chunks is not None:
-            table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
-            timed = all(e.sample_type & abi.PerfSample.TIME for e in table)
-            src = RoundSource(chunks, table) if timed else RecordSource(chunks, table)
-        else:
-            src = pf.records()
-        tap = _LostTap(src)
+        tap = _LostTap(profile_source(pf, path))
         prof = build_profile(tap, event_names=pf.event_names, symbolizer=symbolizer, name=pf.source)
         return prof, LostEvents.from_records(tap.records), features
     finally:

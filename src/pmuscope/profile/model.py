@@ -904,7 +904,7 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     its header), unless ``kernel_symbols`` says otherwise.
     """
     from ..perfdata import PerfDataFile
-    from ._fastload import RoundSource, load_kernel_symbols, plain_data_chunks
+    from ._fastload import load_kernel_symbols, profile_source
 
     own = not isinstance(path_or_file, PerfDataFile)
     pf = PerfDataFile(path_or_file) if own else path_or_file
@@ -912,15 +912,8 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
         if symbolizer is None:
             ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
             symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
-        chunks = None
-        if isinstance(path_or_file, (str, os.PathLike)) and os.fspath(path_or_file) != "-":
-            chunks = plain_data_chunks(pf, os.fspath(path_or_file))
-        if chunks is not None:
-            table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
-            timed = all(e.sample_type & S.TIME for e in table)
-            src = RoundSource(chunks, table) if timed else RecordSource(chunks, table)
-        else:
-            src = pf.records()
+        path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
+        src = profile_source(pf, path)
         prof = build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
                              name=pf.source)
         if keep_raw:
