@@ -3,7 +3,14 @@
 NumPy >= 2.3 answers ``np.unique`` (and ``union1d``/``isin`` through it) with a
 hash table, which is several times slower than a sort on the large integer
 arrays of a recording. These give the same results as ``np.unique``
-(sorted unique values, inverse indexes) through one sort.
+(sorted unique values, inverse indexes, first occurrences) through one sort.
+
+The inverse comes from an unstable ``argsort`` (NumPy's vectorized sort of
+64-bit keys: ~10 ns a key) scattered back, not from ``searchsorted`` of every
+element in the unique values (a binary search with unpredictable branches:
+~50-100 ns a key, 3-6x slower on a recording's frame keys). Equal keys are
+interchangeable for the inverse; first occurrences are the minimum position
+of each run of equal keys.
 """
 
 from __future__ import annotations
@@ -23,24 +30,34 @@ def uniq(a) -> np.ndarray:
     return s[flag]
 
 
+def _sorted_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, sorted values, run-start flags, inverse)`` of a non-empty 1-d array."""
+    order = np.argsort(a)
+    s = a[order]
+    flag = np.empty(len(s), dtype=bool)
+    flag[0] = True
+    np.not_equal(s[1:], s[:-1], out=flag[1:])
+    inv = np.empty(len(a), dtype=np.int64)
+    inv[order] = np.cumsum(flag, dtype=np.int64) - 1
+    return order, s, flag, inv
+
+
 def uniq_inv(a) -> tuple[np.ndarray, np.ndarray]:
     """``(unique values, index of each element in them)`` — ``np.unique(a,
     return_inverse=True)``; the inverse (int64) has the shape of ``a``."""
     a = np.asarray(a)
-    u = uniq(a)
-    return u, np.searchsorted(u, a).astype(np.int64, copy=False)
+    flat = a.reshape(-1)
+    if len(flat) == 0:
+        return flat.copy(), np.zeros(a.shape, dtype=np.int64)
+    _, s, flag, inv = _sorted_runs(flat)
+    return s[flag], inv.reshape(a.shape)
 
 
 def uniq_first(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(unique values, index of the first occurrence of each, inverse)``."""
     a = np.asarray(a).reshape(-1)
-    order = np.argsort(a, kind="stable")
-    s = a[order]
-    flag = np.empty(len(s), dtype=bool)
-    if len(s):
-        flag[0] = True
-        np.not_equal(s[1:], s[:-1], out=flag[1:])
-    ids = np.cumsum(flag) - 1
-    inv = np.empty(len(a), dtype=np.int64)
-    inv[order] = ids
-    return s[flag], order[flag], inv
+    if len(a) == 0:
+        return a.copy(), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order, s, flag, inv = _sorted_runs(a)
+    first = np.minimum.reduceat(order, np.flatnonzero(flag))
+    return s[flag], first.astype(np.int64, copy=False), inv

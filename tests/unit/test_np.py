@@ -1,0 +1,32 @@
+"""pmuscope._np's sort-based set helpers give what np.unique gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pmuscope._np import uniq, uniq_first, uniq_inv
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
+def test_same_as_np_unique(dtype):
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 7, 1000, 50_000):
+        for k in (1, 3, 300, 1 << 40):
+            hi = min(k, np.iinfo(dtype).max)
+            a = rng.integers(0, hi, n, endpoint=True).astype(dtype)
+            u, first, inv = np.unique(a, return_index=True, return_inverse=True)
+            assert np.array_equal(uniq(a), u) and uniq(a).dtype == a.dtype
+            got_u, got_inv = uniq_inv(a)
+            assert np.array_equal(got_u, u) and np.array_equal(got_inv, inv.reshape(-1))
+            assert got_inv.dtype == np.int64 and got_inv.shape == a.shape
+            fu, ffirst, finv = uniq_first(a)
+            assert np.array_equal(fu, u) and np.array_equal(ffirst, first) and np.array_equal(finv, inv.reshape(-1))
+            assert ffirst.dtype == np.int64 and finv.dtype == np.int64
+
+
+def test_inverse_keeps_the_shape():
+    a = np.array([[5, 1], [5, 9]], dtype=np.int64)
+    u, inv = uniq_inv(a)
+    assert u.tolist() == [1, 5, 9] and inv.tolist() == [[1, 0], [1, 2]]
+    assert uniq_inv(np.zeros((0, 3), dtype=np.int64))[1].shape == (0, 3)
