@@ -81,3 +81,56 @@ def test_plain_chunks_cut_at_record_boundaries(tmp_path, monkeypatch):
     p = load_profile(str(path), kernel_symbols=False)
     assert len(p) == 5000 and p.comms[p.comm[0]] == "prog"
     assert (np.diff(p.time.astype(np.int64)) > 0).all()
+
+
+def test_chunk_cuts_follow_the_headers_past_look_alike_words(tmp_path, monkeypatch):
+    """The vectorized cut finder gives the cuts of a header-by-header walk,
+    on payload words that look like headers and on corrupt data."""
+    import pmuscope.profile._fastload as fl
+
+    st = abi.PerfSample.IP | abi.PerfSample.TID | abi.PerfSample.TIME | abi.PerfSample.CALLCHAIN
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    rng = np.random.default_rng(3)
+    recs = []
+    for i in range(3000):
+        # call-chain words whose header.size field is a multiple of 8: look-alike headers,
+        # sometimes several leading into each other
+        look = [(int(rng.integers(1, 40)) * 8) << 48 for _ in range(int(rng.integers(0, 4)))]
+        recs.append(synth.sample(st, ip=0x1000 + i, pid=7, tid=7, time=10 + i, callchain=look))
+    path = tmp_path / "look.data"
+    w = PerfDataWriter(str(path), [(attr, [], "cpu-clock")], host=False)
+    w.write(b"".join(recs))
+    w.close()
+    with PerfDataFile(str(path)) as pf:
+        off, size = pf.header.data.offset, pf.header.data.size
+    good = path.read_bytes()
+
+    def by_walk(data, chunk):
+        out, pos = [], 0
+        while pos < size:
+            cut, p = min(pos + chunk, size), pos
+            while p < cut:
+                sz = int.from_bytes(data[off + p + 6:off + p + 8], "little")
+                if sz < 8:
+                    break
+                p += sz
+            if p <= pos or p > size or p < cut and p != size:
+                p = size
+            out.append((off + pos, p - pos))
+            pos = p
+        return out
+
+    calls = []
+    real = fl._next_boundary
+    monkeypatch.setattr(fl, "_next_boundary", lambda *a: calls.append(real(*a)) or calls[-1])
+    for chunk in (4096, 8192, 65536):
+        monkeypatch.setattr(fl, "CHUNK_BYTES", chunk)
+        assert [(o, len(c)) for o, c in fl._chunks(str(path), off, size)] == by_walk(good, chunk)
+    assert calls and None not in calls  # every cut was found without the per-record walk
+    for trial in range(60):
+        data = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            data[off + int(rng.integers(0, size))] = int(rng.integers(0, 256))
+        path.write_bytes(data)
+        monkeypatch.setattr(fl, "CHUNK_BYTES", 4096)
+        assert [(o, len(c)) for o, c in fl._chunks(str(path), off, size)] == by_walk(bytes(data), 4096), trial

@@ -650,6 +650,34 @@ def test_payload_words_that_look_like_headers_do_not_confuse_the_walk():
     assert one_batch(odd, table).ip.tolist() == [99] + list(range(20))
 
 
+def test_chain_from_first_past_long_runs_of_look_alikes():
+    from pmuscope.records.decode import chain_from_first
+
+    # records at 0, 5, 10, ... 95 (successor = the next one, the last leaves: 20 = end);
+    # look-alikes in between, each leading to the next: runs of 3 are dropped by elimination,
+    # a run of 12 (longer than its rounds) by pointer doubling; the path is the same
+    rng = np.random.default_rng(2)
+    for run in (0, 3, 12):
+        nodes = []  # (position, is_record)
+        for r in range(20):
+            nodes.append((r * 100, True))
+            nodes += [(r * 100 + 1 + j, False) for j in range(run if r % 4 == 1 else int(rng.integers(0, 2)))]
+        pos = [p for p, _ in nodes]
+        index = {p: i for i, p in enumerate(pos)}
+        succ = []
+        for i, (p, real) in enumerate(nodes):
+            if real:
+                succ.append(index.get(p + 100, len(nodes)))
+            else:  # into the next look-alike, or onto the next record
+                succ.append(i + 1)
+        path = chain_from_first(np.array(succ, dtype=np.int64))
+        assert [pos[i] for i in path] == [r * 100 for r in range(20)], run
+    # a broken chain: the caller's check sees the gap
+    succ = np.array([1, 5, 3, 4, 5], dtype=np.int64)  # 0 -> 1 -> end; 2 -> 3 -> 4 unreachable
+    path = chain_from_first(succ)
+    assert path.tolist() == [0, 1]
+
+
 def test_auxtrace_payload_inline_or_left_out():
     table = sideband_table()
     # PERF_RECORD_AUXTRACE: {u64 size, offset, reference; u32 idx, tid, cpu, reserved}, then `size` AUX bytes

@@ -19,6 +19,7 @@ from typing import Iterator
 import numpy as np
 
 from ..kernel import abi
+from ..records.decode import chain_from_first
 from ..symbols import KERNEL_DSO, KernelSymbols, SymbolTable
 from ..symbols.table import _ends
 
@@ -59,27 +60,58 @@ def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     buf = memoryview(mm)
     h16 = buf[off:off + size].cast("H")
+    hsize = np.frombuffer(mm, dtype="<u2", count=size // 2, offset=off)[3::4]  # header.size of every word
     pos = 0
     try:
         while pos < size:
             cut = min(pos + CHUNK_BYTES, size)
-            p = pos
-            while p < cut:
-                sz = h16[(p >> 1) + 3]
-                if sz < 8:
-                    break  # malformed: hand the rest over, the decoder names the offset
-                p += sz
+            p = size if cut == size else _next_boundary(hsize, pos >> 3, cut >> 3) if pos % 8 == 0 else None
+            if p is None:  # headers that do not chain (or a corrupt size left us unaligned): walk them one by one
+                p = pos
+                while p < cut:
+                    sz = h16[(p >> 1) + 3]
+                    if sz < 8:
+                        break  # malformed: hand the rest over, the decoder names the offset
+                    p += sz
             if p <= pos or p > size or p < cut and p != size:
                 p = size
             yield off + pos, buf[off + pos:off + p]
             pos = p
     finally:
-        del h16
+        del h16, hsize
         buf.release()
         try:
             mm.close()
         except BufferError:  # views still held by the caller: freed with them
             pass
+
+
+def _next_boundary(hsize: np.ndarray, pos: int, cut: int) -> int | None:
+    """Byte offset of the first record boundary at or after word ``cut``,
+    following the record headers from word ``pos`` (a boundary), without a
+    Python step per record; None when the headers do not chain cleanly (the
+    caller then walks them one by one). ``hsize`` is the ``header.size``
+    field of every 8-byte word of the data.
+
+    Candidates are the words that can be a header (a non-zero multiple of 8
+    in ``header.size``) in ``[pos, cut + 8 Ki words)``: a record is at most
+    64 KiB, so one starts in that window. The records are the candidates on
+    the chain from ``pos`` (:func:`~pmuscope.records.decode.chain_from_first`)."""
+    h = hsize[pos:min(len(hsize), cut + 8192)]
+    cand = np.flatnonzero(((h & 7) == 0) & (h >= 8))
+    if not len(cand) or cand[0] != 0:
+        return None
+    nxt = cand + (h[cand] >> 3)
+    m = len(cand)
+    at = np.searchsorted(cand, nxt)
+    succ = np.where(cand[np.minimum(at, m - 1)] == nxt, at, m)  # m: leaves the window, or no header there
+    path = chain_from_first(succ)
+    if not np.array_equal(succ[path[:-1]], path[1:]):
+        return None
+    k = int(np.searchsorted(cand[path], cut - pos))
+    if k == len(path):
+        return None
+    return (pos + int(cand[path[k]])) * 8
 
 
 def load_kernel_symbols(procfs_root: str = "/proc") -> KernelSymbols:

@@ -111,23 +111,24 @@ def _walk_vectorized(buf: Chunk, auxtrace_inline: bool = False):
     one record at a time, which also names the offending offset.
     """
     W = np.frombuffer(buf, dtype="<u8")
-    size_w = (W >> np.uint64(51)).astype(np.int64)  # header.size / 8 when size % 8 == 0
-    cand = np.flatnonzero(((W >> np.uint64(48)) & np.uint64(7)) == 0)
-    cand = cand[size_w[cand] > 0]
+    hsize = np.frombuffer(buf, dtype="<u2")[3::4]  # the header.size field of every word
+    cand = np.flatnonzero(((hsize & 7) == 0) & (hsize >= 8))
     if not len(cand) or cand[0] != 0:
         return None
-    nxt = cand + size_w[cand]
+    size_w = (hsize[cand] >> 3).astype(np.int64)
+    nxt = cand + size_w
     if nxt[-1] != len(W) or not np.array_equal(nxt[:-1], cand[1:]):
-        cand = _follow_chain(cand, nxt, len(W))
-        if cand is None:
+        path = _follow_chain(cand, nxt, len(W))
+        if path is None:
             return None
+        cand, size_w = cand[path], size_w[path]
     heads = W[cand]
     types = (heads & np.uint64(0xFFFFFFFF)).astype(np.int64)
     if auxtrace_inline and (types == _AUXTRACE).any():
         return None  # its payload is not made of records: walk one by one
     is_sample = types == _SAMPLE
     offs = cand * 8
-    sizes = size_w[cand] * 8
+    sizes = size_w * 8
     if is_sample.all():
         return offs, sizes, []
     other = np.flatnonzero(~is_sample)
@@ -137,16 +138,47 @@ def _walk_vectorized(buf: Chunk, auxtrace_inline: bool = False):
 
 
 def _follow_chain(cand: np.ndarray, nxt: np.ndarray, end: int) -> np.ndarray | None:
-    """The candidates reachable from the one at 0 (payload words that merely
-    look like headers drop out), by pointer doubling; None if the chain does
-    not end exactly at ``end``."""
+    """Indexes of the candidates reachable from the one at 0 (payload words
+    that merely look like headers drop out); None if the chain does not end
+    exactly at ``end``."""
     m = len(cand)
     pos = np.searchsorted(cand, nxt)
     hit = cand[np.minimum(pos, m - 1)] == nxt
     succ = np.where(hit, pos, np.where(nxt == end, m, m + 1))
-    jump = np.concatenate([succ, [m, m + 1]])  # END and DEAD are fixed points
+    path = chain_from_first(succ)
+    if path is None:
+        return None
+    if not np.array_equal(succ[path[:-1]], path[1:]) or succ[path[-1]] != m:
+        return None  # the chain hit DEAD (or never reached the end)
+    return path
+
+
+def chain_from_first(succ: np.ndarray) -> np.ndarray:
+    """The nodes on the path from node 0 through ``succ`` (successor index of
+    each node; values >= ``len(succ)`` end a path), in order, when every
+    successor lies after its node (record headers: each record starts after
+    the one before it). The caller checks that the path is unbroken.
+
+    Usually by elimination: a node that no remaining node leads to, other
+    than node 0, is not on the path (records tile the data, so a record is
+    never the successor of a payload word); dropping those round after round
+    leaves the path, in as many rounds as the longest run of look-alikes
+    leading into each other (one or two in real data). Past a few rounds,
+    pointer doubling, which needs log2(path length) rounds whatever the data.
+    """
+    m = len(succ)
+    alive = np.ones(m, dtype=bool)
+    for _ in range(6):
+        led = np.zeros(m + 2, dtype=bool)
+        led[np.minimum(succ[alive], m)] = True
+        led[0] = True
+        still = alive & led[:m]
+        if np.array_equal(still, alive):
+            return np.flatnonzero(alive)
+        alive = still
+    jump = np.concatenate([np.minimum(succ, m), [m]])  # m (the end) is a fixed point
     path = np.zeros(1, dtype=np.int64)
-    on_path = np.zeros(m + 2, dtype=bool)
+    on_path = np.zeros(m + 1, dtype=bool)
     on_path[0] = True
     while True:
         on_path[jump[path]] = True
@@ -155,9 +187,7 @@ def _follow_chain(cand: np.ndarray, nxt: np.ndarray, end: int) -> np.ndarray | N
             break
         path = grown
         jump = jump[jump]
-    if path[-1] != m:  # the chain hit DEAD (or never reached the end)
-        return None
-    return cand[path[:-1]]
+    return path[path < m]
 
 
 def decode(
