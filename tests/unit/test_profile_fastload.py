@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pytest
 
 from pmuscope.kernel import abi
 from pmuscope.perfdata import PerfDataFile, PerfDataWriter, synth
@@ -81,6 +84,112 @@ def test_plain_chunks_cut_at_record_boundaries(tmp_path, monkeypatch):
     p = load_profile(str(path), kernel_symbols=False)
     assert len(p) == 5000 and p.comms[p.comm[0]] == "prog"
     assert (np.diff(p.time.astype(np.int64)) > 0).all()
+
+
+# --- the core kernel table kept per boot ------------------------------------------------
+
+BOOT = "0f8e2b7c-1d2a-4c3b-9e4f-5a6b7c8d9e0f"
+
+
+def _procfs(tmp_path, kallsyms=KALLSYMS, boot=BOOT):
+    root = tmp_path / "proc"
+    (root / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
+    (root / "kallsyms").write_text(kallsyms)
+    (root / "modules").write_text(MODULES)
+    if boot:
+        (root / "sys" / "kernel" / "random" / "boot_id").write_text(boot + "\n")
+    return str(root)
+
+
+def test_core_kernel_table_is_kept_for_the_boot(tmp_path, monkeypatch):
+    import pmuscope.profile._fastload as fl
+
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    first = load_kernel_symbols(root)
+    kept = list((tmp_path / "cache").iterdir())
+    assert [p.name for p in kept] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
+    assert oct(kept[0].stat().st_mode & 0o777) == "0o600"
+    # the next run maps the kept table instead of parsing kallsyms
+    monkeypatch.setattr(fl, "_parse_core", lambda data: pytest.fail("kallsyms parsed again"))
+    again = load_kernel_symbols(root)
+    assert isinstance(again, fl._CoreKernelSymbols) and not again.addresses_hidden
+    _same(again.tables[KERNEL_DSO], first.tables[KERNEL_DSO])
+    assert (again.kernel_start, again.kernel_end) == (first.kernel_start, first.kernel_end)
+    assert list(again.tables) == [KERNEL_DSO]  # modules are read only when an address needs them
+
+
+def test_kept_table_reads_modules_when_an_address_is_outside_the_core(tmp_path, monkeypatch):
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    ref = load_kernel_symbols(root)
+    ks = load_kernel_symbols(root)
+    core = ks.tables[KERNEL_DSO]
+    assert [d for d, _ in ks.dso_of(np.array([0xFFFFFFFF81000104], dtype=np.uint64))] == [KERNEL_DSO]
+    assert list(ks.tables) == [KERNEL_DSO]
+    split = ks.dso_of(np.array([0xFFFFFFFF81000104, 0xFFFFFFFFC0001104], dtype=np.uint64))
+    assert [(d, i.tolist()) for d, i in split] == [(KERNEL_DSO, [0]), ("[mymod]", [1])]
+    assert sorted(ks.tables) == sorted(ref.tables) and ks.tables[KERNEL_DSO] is core
+    _same(ks.tables["[mymod]"], ref.tables["[mymod]"])
+    assert [m.name for m in ks.modules] == ["mymod"]
+
+
+def test_kept_table_is_not_used_when_kallsyms_changed(tmp_path, monkeypatch):
+    import pmuscope.profile._fastload as fl
+
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    load_kernel_symbols(root)
+    # another KASLR base (same boot id: a stale or foreign table) is parsed, not taken
+    moved = KALLSYMS.replace("ffffffff81", "ffffffff83")
+    (tmp_path / "proc" / "kallsyms").write_text(moved)
+    ks = load_kernel_symbols(root)
+    assert not isinstance(ks, fl._CoreKernelSymbols)
+    assert int(ks.tables[KERNEL_DSO].starts[0]) == 0xFFFFFFFF83000000
+    # hidden addresses (kptr_restrict for this reader) never come from the kept table
+    (tmp_path / "proc" / "kallsyms").write_text("0000000000000000 T a\n0000000000000000 T b\n")
+    assert load_kernel_symbols(root).addresses_hidden
+
+
+def test_kept_tables_of_earlier_boots_are_removed_and_no_boot_id_keeps_nothing(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(cache))
+    load_kernel_symbols(_procfs(tmp_path, boot="00000000-0000-0000-0000-000000000001"))
+    load_kernel_symbols(_procfs(tmp_path, boot=BOOT))
+    assert [p.name for p in cache.iterdir()] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
+    empty = tmp_path / "empty"
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(empty))
+    ks = load_kernel_symbols(_procfs(tmp_path / "x", boot=None))
+    assert len(ks.tables[KERNEL_DSO]) and not empty.exists()
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", "")  # empty: keep nothing
+    assert len(load_kernel_symbols(_procfs(tmp_path / "y")).tables[KERNEL_DSO])
+
+
+def test_a_damaged_kept_table_is_ignored(tmp_path, monkeypatch):
+    import pmuscope.profile._fastload as fl
+
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    ref = load_kernel_symbols(root)
+    (kept,) = (tmp_path / "cache").iterdir()
+    data = kept.read_bytes()
+    for bad in (data[:40], data[:-3], b"XXXXXXXX" + data[8:], b""):
+        kept.write_bytes(bad)
+        ks = load_kernel_symbols(root)
+        assert not isinstance(ks, fl._CoreKernelSymbols)
+        _same(ks.tables[KERNEL_DSO], ref.tables[KERNEL_DSO])
+
+
+def test_hex_addresses_parsed_like_the_line_parser():
+    from pmuscope.profile._fastload import _hex_fields
+
+    lines = [f"{a:016x} T s{i}" for i, a in enumerate([0, 1, 0xFFFFFFFF81000000, 0xDEADBEEFCAFEF00D, 2**64 - 1])]
+    lines.append("FFFFFFFF8100ABCD T upper")
+    data = ("\n".join(lines) + "\n").encode()
+    starts = np.array([0] + [i + 1 for i, c in enumerate(data[:-1]) if c == 10], dtype=np.int64)
+    assert _hex_fields(data, starts).tolist() == [int(ln[:16], 16) for ln in lines]
+    assert _hex_fields(b"ffffffff8100zzzz T x\n", np.array([0])) is None
+    assert _hex_fields(b"ffffffff 1000000 T x\n", np.array([0])) is None
 
 
 def test_chunk_cuts_follow_the_headers_past_look_alike_words(tmp_path, monkeypatch):

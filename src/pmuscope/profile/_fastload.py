@@ -26,11 +26,6 @@ from ..symbols.table import _ends
 CHUNK_BYTES = 4 << 20
 _KEEP = np.zeros(256, dtype=bool)
 _KEEP[list(b"TtWwDdBb")] = True  # perf's symbol_type__filter()
-_HEX = np.full(256, 255, dtype=np.uint8)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEX[_c] = _i
-for _i, _c in enumerate(b"ABCDEF"):
-    _HEX[_c] = 10 + _i
 
 
 def plain_data_chunks(pf, path: str) -> Iterator[tuple[int, memoryview]] | None:
@@ -116,19 +111,48 @@ def _next_boundary(hsize: np.ndarray, pos: int, cut: int) -> int | None:
 
 def load_kernel_symbols(procfs_root: str = "/proc") -> KernelSymbols:
     """:meth:`KernelSymbols.load` with the core kernel's symbols parsed in
-    bulk (the ~100k lines of kallsyms) and names decoded on demand."""
+    bulk (the ~100k lines of kallsyms) and names decoded on demand.
+
+    The core kernel's symbols are the same for the whole life of a boot
+    (modules, BPF programs and trampolines come and go, but each carries a
+    ``[module]`` tag), so the parsed core table is kept in the user's cache
+    directory keyed by the boot id, and used only while the first page of
+    ``kallsyms`` still reads the same (same KASLR base, addresses still
+    visible to this reader). Reading ``/proc/kallsyms`` costs the kernel
+    ~25 ms of formatting, one 4 KiB page per read(2), and parsing it ~10 ms
+    more; the cached table is a memory map. Module symbols are read from
+    ``kallsyms`` only when an address outside the core kernel needs them."""
+    path = os.path.join(procfs_root, "kallsyms")
     try:
-        with open(os.path.join(procfs_root, "kallsyms"), "rb") as f:
-            data = f.read()
+        with open(path, "rb", buffering=0) as f:
+            first = f.read(_PAGE)
+            boot = _boot_id(procfs_root) if first else None
+            cached = _cache_load(boot, first) if boot else None
+            if cached is not None:
+                return _CoreKernelSymbols(cached, procfs_root)
+            data = first + f.readall()
     except OSError:
         return KernelSymbols.load(procfs_root)
+    fast = _from_kallsyms(data, procfs_root)
+    if fast is None:
+        return KernelSymbols.load(procfs_root)
+    ks, name_at = fast
+    if boot:
+        _cache_store(boot, data, ks.tables[KERNEL_DSO], name_at)
+    return ks
+
+
+def _from_kallsyms(data: bytes, procfs_root: str) -> tuple[KernelSymbols, np.ndarray] | None:
+    """Kernel and module symbols from the text of kallsyms (and where the core
+    symbols' names lie in it), or None when its layout is not the usual one
+    (the line parser then explains)."""
     try:
         fast = _parse_core(data)
     except (ValueError, IndexError):
         fast = None
     if fast is None:
-        return KernelSymbols.load(procfs_root)
-    table, module_lines = fast
+        return None
+    table, module_lines, name_at = fast
     try:
         with open(os.path.join(procfs_root, "modules")) as f:
             modules = f.read()
@@ -141,11 +165,163 @@ def load_kernel_symbols(procfs_root: str = "/proc") -> KernelSymbols:
         ks.kernel_end = int(table.ends[-1])
     ks.addresses_hidden = False
     ks.hidden_reason = None
-    return ks
+    return ks, name_at
+
+
+class _CoreKernelSymbols(KernelSymbols):
+    """The cached core kernel table; the first address outside the core
+    kernel (a module, a BPF program, a trampoline) reads the rest of
+    kallsyms. The core table object is kept: symbol ids already handed out
+    for it stay valid."""
+
+    def __init__(self, table: SymbolTable, procfs_root: str) -> None:
+        super().__init__(tables={KERNEL_DSO: table}, kernel_start=int(table.starts[0]),
+                         kernel_end=int(table.ends[-1]))
+        self._procfs_root: str | None = procfs_root
+
+    def dso_of(self, addrs: np.ndarray) -> list[tuple[str, np.ndarray]]:
+        if self._procfs_root is not None:
+            a = np.asarray(addrs, dtype=np.uint64)
+            if len(a) and ((a < np.uint64(self.kernel_start)) | (a >= np.uint64(self.kernel_end))).any():
+                self._complete()
+        return super().dso_of(addrs)
+
+    def _complete(self) -> None:
+        root, self._procfs_root = self._procfs_root, None
+        try:
+            with open(os.path.join(root, "kallsyms"), "rb") as f:
+                fast = _from_kallsyms(f.read(), root)
+        except OSError:
+            fast = None
+        if fast is None:
+            return
+        full = fast[0]
+        self.modules = full.modules
+        for dso, t in full.tables.items():
+            if dso != KERNEL_DSO:
+                self.tables[dso] = t
+
+
+# --- the core kernel table cache -----------------------------------------------------
+
+_PAGE = 4096
+_MAGIC = b"PMKSYM01"
+_HEAD = 32  # magic, u64 symbols, u64 kallsyms bytes, u64 reserved
+
+
+def _boot_id(procfs_root: str) -> str | None:
+    try:
+        with open(os.path.join(procfs_root, "sys", "kernel", "random", "boot_id"), "rb") as f:
+            text = f.read(64).strip().decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text and all(c in "0123456789abcdef-" for c in text) else None
+
+
+def cache_dir() -> str | None:
+    """Where pmuscope keeps derived data that is cheap to lose:
+    ``$PMUSCOPE_CACHE_DIR`` (empty: keep nothing), else
+    ``$XDG_CACHE_HOME/pmuscope``, else ``~/.cache/pmuscope``."""
+    d = os.environ.get("PMUSCOPE_CACHE_DIR")
+    if d is not None:
+        return d or None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pmuscope")
+
+
+def _cache_path(boot: str) -> str | None:
+    d = cache_dir()
+    return os.path.join(d, f"kallsyms-{boot}-{os.geteuid()}.bin") if d else None
+
+
+def _cache_load(boot: str, first: bytes) -> SymbolTable | None:
+    """The cached core table of this boot, if its kallsyms began with ``first``."""
+    path = _cache_path(boot)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    n = size = -1
+    if len(mm) >= _HEAD and mm[:8] == _MAGIC:
+        n, size, _ = np.frombuffer(mm, np.uint64, 3, 8).tolist()
+    body = _HEAD + 16 * n
+    if n <= 0 or len(mm) != body + size or size < len(first) or mm[body:body + len(first)] != first:
+        mm.close()
+        return None
+    starts = np.frombuffer(mm, np.uint64, n, _HEAD)
+    name_at = np.frombuffer(mm, np.uint32, 2 * n, _HEAD + 8 * n)
+
+    def name_of(i: int) -> str:
+        s, e = int(name_at[i]), int(name_at[n + i])
+        return mm[body + s:body + e].decode("utf-8", "replace")
+
+    return SymbolTable(starts, _ends(starts, np.zeros(n, dtype=np.uint64), True, None), name_of)
+
+
+def _cache_store(boot: str, data: bytes, table: SymbolTable, name_at: np.ndarray) -> None:
+    """Keep the parsed core table for the rest of this boot (best effort:
+    an unwritable cache directory only costs the next run the parse)."""
+    path = _cache_path(boot)
+    if path is None or not len(table) or len(data) >= 1 << 32:
+        return
+    d = os.path.dirname(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        head = _MAGIC + np.array([len(table), len(data), 0], dtype=np.uint64).tobytes()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)
+            f.write(np.ascontiguousarray(table.starts, dtype=np.uint64).tobytes())
+            f.write(np.ascontiguousarray(name_at, dtype=np.uint32).tobytes())
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return
+    # tables of earlier boots are never valid again
+    mine = os.path.basename(path)
+    try:
+        for name in os.listdir(d):
+            if name.startswith("kallsyms-") and name.endswith(f"-{os.geteuid()}.bin") and name != mine:
+                os.unlink(os.path.join(d, name))
+    except OSError:
+        pass
+
+
+def _hex_fields(data: bytes, starts: np.ndarray) -> np.ndarray | None:
+    """The 16 hex digits at the start of each line as uint64 (None when one
+    is not 16 hex digits). The digits are copied out 8 bytes at a time
+    through one uint64 view per byte alignment, and decoded by
+    ``bytes.fromhex``: ~1 ms for kallsyms' ~120k lines."""
+    words = np.empty((len(starts), 2), dtype=np.uint64)
+    lanes = starts & 7
+    for r in range(8):
+        sel = np.flatnonzero(lanes == r)
+        if not len(sel):
+            continue
+        w = np.frombuffer(data, dtype=np.uint64, count=(len(data) - r) // 8, offset=r)
+        q = (starts[sel] - r) >> 3
+        words[sel, 0] = w[q]
+        words[sel, 1] = w[q + 1]
+    try:
+        raw = bytes.fromhex(words.tobytes().decode("ascii"))
+    except ValueError:  # not hex digits (UnicodeDecodeError is one too)
+        return None
+    if len(raw) != 8 * len(starts):  # fromhex skips spaces between digit pairs
+        return None
+    return np.frombuffer(raw, dtype=">u8").astype(np.uint64)
 
 
 def _parse_core(data: bytes):
-    """(core kernel SymbolTable, module lines) or None when the layout is not
+    """(core kernel SymbolTable, module lines, where each symbol's name lies
+    in ``data``: all starts, then all ends) or None when the layout is not
     the usual ``<16 hex> <type> <name>[\\t[module]]``."""
     if not data:
         return None
@@ -160,12 +336,9 @@ def _parse_core(data: bytes):
         return None
     if (arr[starts + 16] != 32).any() or (arr[starts + 18] != 32).any():
         return None
-    digits = _HEX[arr[starts[:, None] + np.arange(16)]]
-    if (digits == 255).any():
+    addr = _hex_fields(data, starts)
+    if addr is None:
         return None
-    addr = np.zeros(len(starts), dtype=np.uint64)
-    for k in range(16):
-        addr = (addr << np.uint64(4)) | digits[:, k].astype(np.uint64)
     if not addr.any():
         return None  # kptr_restrict: the general path explains why
     # a line with a tab names its module: the first tab at or after its start lies before its end
@@ -184,12 +357,11 @@ def _parse_core(data: bytes):
         last[:-1] = a[1:] != a[:-1]
         a, ns, ne = a[last], ns[last], ne[last]
     sym_ends = _ends(a, np.zeros(len(a), dtype=np.uint64), True, None)
-    ns_l, ne_l = ns.tolist(), ne.tolist()
 
     def name_of(i: int) -> str:
-        return data[ns_l[i]:ne_l[i]].decode("utf-8", "replace")
+        return data[int(ns[i]):int(ne[i])].decode("utf-8", "replace")
 
-    return SymbolTable(a, sym_ends, name_of), module_lines
+    return SymbolTable(a, sym_ends, name_of), module_lines, np.concatenate((ns, ne))
 
 
 # --- decoding for the profile builder ------------------------------------------------
