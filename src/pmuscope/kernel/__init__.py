@@ -1,9 +1,26 @@
 """The kernel ABI layer: ``perf_event.h`` mirrored in ctypes, the syscall,
 ioctls, owned fds and errno → typed errors. Knows nothing of event names."""
 
+import importlib
+from typing import Any
+
 from . import abi
 from .abi import perf_event_attr, perf_event_mmap_page, perf_event_header, PerfRecord, PerfSample, PerfFormat, PerfType
-from .syscall import PerfEventFd, perf_event_open, raw_perf_event_open, error_from_errno, syscall_number
+
+#: the syscall side, imported on first use (decoding a perf.data file needs
+#: only the ABI layouts)
+_LAZY = {name: ".syscall" for name in ("PerfEventFd", "perf_event_open", "raw_perf_event_open",
+                                        "error_from_errno", "syscall_number")}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "abi",

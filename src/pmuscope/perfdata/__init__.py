@@ -3,10 +3,33 @@ perf.data (old attr sizes, every feature section, zstd-compressed data, AUXTRACE
 payloads, FINISHED_ROUND time ordering); :class:`PerfDataWriter` writes files
 that Linux ``perf report``/``perf script`` read."""
 
+import importlib
+from typing import Any
+
 from .features import Feature
 from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
-from .describe import header_lines
-from .writer import PerfDataWriter, PerfPipeWriter, elf_build_id, host_features, rewrite
+
+#: names whose modules only writing or describing a file needs, imported on
+#: first use (reading a file for ``report``/``script`` never loads the writer)
+_LAZY = {
+    "header_lines": ".describe",
+    "PerfDataWriter": ".writer", "PerfPipeWriter": ".writer", "elf_build_id": ".writer",
+    "host_features": ".writer", "rewrite": ".writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AuxtraceBuffer",

@@ -11,7 +11,6 @@ decoder of the v0 grammar (RFC 2603) whose output matches binutils'
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import re
 
@@ -28,7 +27,11 @@ def _load_cxa():
     if _cxa is not None:
         return _cxa or None
     _cxa = False
-    for name in ("libstdc++.so.6", ctypes.util.find_library("stdc++")):
+    for name in ("libstdc++.so.6", None):
+        if name is None:  # the soname did not load: ask the linker cache (runs ldconfig; imports subprocess)
+            from ctypes.util import find_library
+
+            name = find_library("stdc++")
         if not name:
             continue
         try:
