@@ -1,7 +1,8 @@
 """``pmuscope`` entry point: dispatches to one module per command.
 
 A command module under ``pmuscope.cli`` defines ``HELP`` (one line),
-``configure(parser)`` and ``run(args) -> int``. Errors derived from
+``configure(parser)`` and ``run(args) -> int``; ``USES_NUMPY = True`` has
+numpy imported (see :func:`import_numpy`) before ``run``. Errors derived from
 :class:`~pmuscope.errors.PmuscopeError` are printed as one clear message
 (no traceback unless ``-v``) and mapped to their ``exit_code``.
 """
@@ -67,8 +68,33 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         mod.configure(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _numpy=getattr(mod, "USES_NUMPY", False))
     return parser
+
+
+#: environment variables that size OpenBLAS's thread pool (any one set by the user wins)
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def import_numpy() -> None:
+    """Import numpy with OpenBLAS's thread pool at one thread, unless the
+    user sized it.
+
+    why: importing numpy loads OpenBLAS, which starts a thread per CPU that
+    busy-waits for work before sleeping; pmuscope never calls BLAS. On a
+    loaded 2-CPU machine that made ``import numpy`` take 130 ms instead of
+    75 ms (median of 30), and the spinning thread competed with the command
+    for a CPU. OpenBLAS reads the variable once, when the library is loaded,
+    so it is removed again right after: processes pmuscope starts later do
+    not inherit it.
+    """
+    if "numpy" in sys.modules or any(v in os.environ for v in _BLAS_THREADS):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    if getattr(args, "_numpy", False):
+        import_numpy()
     try:
         return int(args._run(args) or 0)
     except PmuscopeError as err:

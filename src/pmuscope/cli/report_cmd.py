@@ -7,6 +7,7 @@ import sys
 
 from .. import errors
 
+USES_NUMPY = True
 HELP = ("overhead table and call graphs of a perf.data file like perf report (--sort, -g, filters, --json, "
         "--folded, --flamegraph)")
 DESCRIPTION = (

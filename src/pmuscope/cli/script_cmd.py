@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+USES_NUMPY = True
 HELP = "samples of a perf.data file as text like perf script (-F fields, -G)"
 DESCRIPTION = (
     "Print every sample of a perf.data file like perf script: comm, tid, [cpu], time, period, "
