@@ -227,6 +227,33 @@ def test_script_per_stack_text_same_as_per_frame(tmp_path, monkeypatch):
     assert format_script(p) == per_frame
 
 
+def test_script_headers_same_as_the_per_sample_formatter(tmp_path, monkeypatch):
+    """Headers are built as one byte matrix per batch; perf's per-sample
+    layout (the fallback formatter, f-strings) gives the same text for every
+    field set, prefixes of different lengths, and two event names."""
+    from pmuscope.profile import script
+
+    threads = [(100, 100, "app"), (200, 1234567, "a-much-longer-name"), (100, 101, "app")]
+    recs = [synth.comm(pid, tid, name, sample_id=sid(1, pid=pid, tid=tid, st=STG)) for pid, tid, name in threads]
+    for i in range(60):
+        pid, tid, _ = threads[i % 3]
+        recs.append(synth.sample(STG, ip=0x1010 + (i % 3) * 0x100, pid=pid, tid=tid, time=5_000_000_000 + i * 1_234_567,
+                                 cpu=i % 4, period=[1, 250000, 9_999_999_999][i % 3],
+                                 callchain=[UCTX, 0x1210, 0x1110, 0x1010][: 1 + i % 4]))
+    p = _profile(tmp_path, recs, sample_type=STG)
+    p.event_names = ["cpu-clock", "major-faults"]
+    p.event = (np.arange(len(p)) % 2).astype(p.event.dtype)
+    fields = [None, "comm,tid,time", "tid,period,event,ip", "comm,pid,tid,cpu,time,event,ip,sym,dso",
+              "pid,ip", "comm", "time,period"]
+    fast = [format_script(p, parse_fields(f), callchain=c) for f in fields for c in (True, False)]
+    monkeypatch.setattr(script, "_middle", lambda *a: None)
+    slow = [format_script(p, parse_fields(f), callchain=c) for f in fields for c in (True, False)]
+    assert fast == slow
+    # comms are cut to 15 characters (TASK_COMM_LEN), the event name is padded to the longest
+    assert "\na-much-longer-n 1234567 [001]     5.001234:     250000 major-faults: \n\t" in fast[0]
+    assert "\napp   101 [002]     5.002469: 9999999999    cpu-clock: \n\t" in fast[0]
+
+
 def test_folded_stacks(tmp_path):
     p = _profile(tmp_path, _chain_records(), sample_type=STG)
     f = folded_stacks(p)

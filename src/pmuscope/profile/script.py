@@ -82,30 +82,38 @@ def _frame_table(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: boo
     return arr
 
 
-def _digits(vals: np.ndarray, width: int, *, zero_pad: bool = False) -> np.ndarray:
-    """Right-aligned decimal digits of ``vals`` as a (n, width) uint8 matrix."""
-    out = np.full((len(vals), width), 48 if zero_pad else 32, dtype=np.uint8)
-    v = vals.astype(np.uint64, copy=True)
-    ten = np.uint64(10)
+def _put_digits(rows: np.ndarray, vals: np.ndarray, *, zero_pad: bool = False) -> None:
+    """Right-aligned decimal digits of ``vals`` written into ``rows``, a
+    (width, n) uint8 block: one contiguous row per digit position. Values
+    below 2**32 are divided as uint32, ~2x faster than uint64."""
+    width = rows.shape[0]
+    if len(vals) and int(vals.max()) < (1 << 32):
+        v = vals.astype(np.uint32)
+        ten = np.uint32(10)
+    else:
+        v = vals.astype(np.uint64, copy=True)
+        ten = np.uint64(10)
     for k in range(width - 1, -1, -1):
-        d = (v % ten).astype(np.uint8) + np.uint8(48)
-        if zero_pad:
-            out[:, k] = d
-        else:
-            out[:, k] = np.where((v > 0) | (k == width - 1), d, np.uint8(32))
-        v //= ten
-    return out
+        q = v // ten
+        d = (v - q * ten).astype(np.uint8)
+        d += np.uint8(48)
+        if not zero_pad and k < width - 1:
+            d[v == 0] = 32  # a leading zero is a space; the last digit is always printed
+        rows[k] = d
+        v = q
 
 
 def _ndigits(v: int) -> int:
     return len(str(int(v)))
 
 
-def _middle(p: Profile, lo: int, hi: int, fs: set) -> list[bytes] | None:
-    """``secs.usecs: period event: `` of each sample as bytes (None when a
-    field's width varies in this batch: the caller formats those in Python)."""
-    parts = []
+def _middle(p: Profile, lo: int, hi: int, fs: set) -> list | None:
+    """The pieces of ``secs.usecs: period event: `` as a plan for
+    :func:`_header_block`: ``(width, fill)`` items where ``fill(rows)`` writes
+    a (width, n) block; None when a field's width varies in this batch (the
+    caller formats those in Python)."""
     m = hi - lo
+    plan: list = []
     if "time" in fs:
         usec = p.time[lo:hi] // np.uint64(1000)
         secs = usec // np.uint64(1_000_000)
@@ -113,29 +121,60 @@ def _middle(p: Profile, lo: int, hi: int, fs: set) -> list[bytes] | None:
         w_lo = _ndigits(secs.min()) if m else 1
         if max(w_hi, 5) != max(w_lo, 5):
             return None
-        parts += [_digits(secs, max(w_hi, 5)), np.full((m, 1), 46, np.uint8),
-                  _digits(usec % np.uint64(1_000_000), 6, zero_pad=True), np.full((m, 2), [58, 32], np.uint8)]
+        frac = usec - secs * np.uint64(1_000_000)
+        plan += [(max(w_hi, 5), lambda rows: _put_digits(rows, secs)), _const(b"."),
+                 (6, lambda rows: _put_digits(rows, frac, zero_pad=True)), _const(b": ")]
     if "period" in fs:
         per = p.period[lo:hi]
         if m and int(per.max()) >= 10 ** 10:
             return None
-        parts += [_digits(per, 10), np.full((m, 1), 32, np.uint8)]
+        plan += [(10, lambda rows: _put_digits(rows, per)), _const(b" ")]
     if "event" in fs:
         # perf script right-aligns event names to the longest of the session (evlist__max_name_len)
         width = max((len(x) for x in p.event_names), default=0)
         names = [(x.rjust(width) + ": ").encode() for x in p.event_names]
         w = max(len(x) for x in names)
         tab = np.frombuffer(b"".join(x.ljust(w) for x in names), dtype=np.uint8).reshape(len(names), w)
-        parts.append(tab[p.event[lo:hi]])
-    if not parts:
+        ev = p.event[lo:hi]
+
+        def fill_event(rows):
+            rows[:] = tab[ev].T
+        plan.append(_const(tab[0].tobytes()) if len(tab) == 1 else (w, fill_event))
+    return plan
+
+
+def _const(text: bytes) -> tuple:
+    """A plan item writing the same ``text`` in every row."""
+    col = np.frombuffer(text, dtype=np.uint8)[:, None]
+
+    def fill(rows: np.ndarray) -> None:
+        rows[:] = col
+    return len(text), fill
+
+
+def _header_block(plan: list, m: int) -> np.ndarray:
+    """Run a plan of (width, fill) items: a C-contiguous (m, width) uint8 matrix."""
+    width = sum(w for w, _ in plan)
+    block = np.empty((width, m), dtype=np.uint8)  # filled one contiguous row per column of text
+    c = 0
+    for w, fill in plan:
+        fill(block[c:c + w])
+        c += w
+    return np.ascontiguousarray(block.T)
+
+
+def _rows(mat: np.ndarray) -> list[bytes]:
+    """Each row of a (m, width) uint8 matrix as bytes."""
+    m, width = mat.shape
+    if width == 0:
         return [b""] * m
-    mat = np.ascontiguousarray(np.concatenate(parts, axis=1))
-    return mat.view(f"S{mat.shape[1]}").ravel().tolist() if m else []
+    # why: numpy's S dtype drops trailing NUL bytes; header text never ends in one
+    return mat.view(f"S{width}").ravel().tolist()
 
 
-def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> np.ndarray:
-    """``comm tid [cpu] `` of each sample (object array of bytes), formatted
-    once per distinct (comm, pid, tid, cpu)."""
+def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> tuple[list[bytes], np.ndarray]:
+    """``comm tid [cpu] `` texts, one per distinct (comm, pid, tid, cpu) of
+    the batch, and the index of each sample's text."""
     comm = p.comm[lo:hi].astype(np.int64)
     pid, tid = p.pid[lo:hi], p.tid[lo:hi]
     cpu = p.cpu[lo:hi].astype(np.int64)
@@ -164,18 +203,31 @@ def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> np.ndarray:
         if "cpu" in fs:
             t += f"[{cp:03d}] "
         out.append(t.encode("utf-8", "surrogateescape"))
-    arr = np.empty(len(out), dtype=object)
-    arr[:] = out
-    return arr[inv.reshape(-1)]
+    return out, inv
 
 
-def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool) -> list[bytes]:
+def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool, end: bytes = b"") -> list[bytes]:
+    """The header of each sample (``comm tid [cpu] secs.usecs: period event: ``),
+    followed by ``end``. Built as one byte matrix when every prefix of the
+    batch has the same length (one comm, one thread: the common case), so
+    each header is one row of it and no string is concatenated per sample."""
     fs = set(fields)
-    pre = _prefix(p, lo, hi, fs, chain).tolist()
-    mid = _middle(p, lo, hi, fs)
-    if mid is None:
+    m = hi - lo
+    pre, pinv = _prefix(p, lo, hi, fs, chain)
+    plan = _middle(p, lo, hi, fs)
+    if plan is None:
         mid = [_middle_slow(p, i, fs) for i in range(lo, hi)]
-    return [a + b for a, b in zip(pre, mid)]
+        return [pre[i] + b + end for i, b in zip(pinv.tolist(), mid)]
+    if end:
+        plan.append(_const(end))
+    if len({len(x) for x in pre}) == 1:
+        tab = np.frombuffer(b"".join(pre), dtype=np.uint8).reshape(len(pre), len(pre[0]))
+
+        def fill_prefix(rows):
+            rows[:] = tab[pinv].T if len(pre) > 1 else tab[0][:, None]
+        return _rows(_header_block([(tab.shape[1], fill_prefix)] + plan, m))
+    mid = _rows(_header_block(plan, m)) if plan else [b""] * m
+    return [pre[i] + b for i, b in zip(pinv.tolist(), mid)]
 
 
 def _middle_slow(p: Profile, i: int, fs: set) -> bytes:
@@ -208,7 +260,8 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
     stacks = _stack_texts(p, table) if chain else None
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
-        heads = _headers(p, lo, hi, fields, chain)
+        # with call chains, the header line ends here, or where the stack's text begins
+        heads = _headers(p, lo, hi, fields, chain, b"\n" if chain and stacks is None else b"")
         if chain and stacks is not None:
             # per sample: its header, then its stack's text (one object per distinct stack)
             pieces = [b""] * (2 * (hi - lo))
@@ -225,7 +278,7 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
             # layout per sample: header line, its frames, a blank line
             start = rel + 2 * np.arange(m, dtype=np.int64)
             pieces = np.empty(len(texts) + 2 * m, dtype=object)
-            pieces[start] = [h + b"\n" for h in heads]
+            pieces[start] = heads
             pieces[start + 1 + counts] = b"\n"
             pieces[np.repeat(start + 1 - rel, counts) + np.arange(len(texts), dtype=np.int64)] = texts
             yield b"".join(pieces.tolist())
@@ -235,7 +288,10 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
                 extra = _trace_texts(p, lo, hi)
                 yield b"".join([(h + t[:-1]).rstrip() + e + b"\n" for h, t, e in zip(heads, texts, extra)])
             elif table is not None:
-                yield b"".join([h + t for h, t in zip(heads, texts)])
+                pieces = [b""] * (2 * (hi - lo))
+                pieces[0::2] = heads
+                pieces[1::2] = texts
+                yield b"".join(pieces)
             else:
                 yield b"".join([h.rstrip() + b"\n" for h in heads])
 
@@ -256,7 +312,7 @@ def _hash_weights(k: int) -> np.ndarray:
 _HASH_W = _hash_weights(_MAX_DEPTH + 1)
 
 
-def _stack_texts(p: Profile, table: np.ndarray, min_mean_depth: float = 6.0) -> tuple[np.ndarray, np.ndarray] | None:
+def _stack_texts(p: Profile, table: np.ndarray, min_mean_depth: float = 2.0) -> tuple[np.ndarray, np.ndarray] | None:
     """``(texts, stack id of each sample)``: ``b"\\n" + frame lines + b"\\n"``
     built once per distinct call stack (a recording repeats a few thousand
     stacks); None when stacks are shallow (joining frame by frame is as
