@@ -155,6 +155,7 @@ def test_kept_tables_of_earlier_boots_are_removed_and_no_boot_id_keeps_nothing(t
     cache = tmp_path / "cache"
     monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(cache))
     load_kernel_symbols(_procfs(tmp_path, boot="00000000-0000-0000-0000-000000000001"))
+    (cache / f"kallsyms-{BOOT}-{os.geteuid()}.bin.4242.tmp").write_bytes(b"half")  # its writer died
     load_kernel_symbols(_procfs(tmp_path, boot=BOOT))
     assert [p.name for p in cache.iterdir()] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
     empty = tmp_path / "empty"

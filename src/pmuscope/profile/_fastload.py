@@ -285,11 +285,12 @@ def _cache_store(boot: str, data: bytes, table: SymbolTable, name_at: np.ndarray
         except OSError:
             pass
         return
-    # tables of earlier boots are never valid again
+    # tables of earlier boots are never valid again, nor half-written ones (a
+    # process that exited while its loader thread was writing)
     mine = os.path.basename(path)
     try:
         for name in os.listdir(d):
-            if name.startswith("kallsyms-") and name.endswith(f"-{os.geteuid()}.bin") and name != mine:
+            if name.startswith("kallsyms-") and f"-{os.geteuid()}.bin" in name and name != mine:
                 os.unlink(os.path.join(d, name))
     except OSError:
         pass
