@@ -7,8 +7,7 @@ loaded the first time the name is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -55,19 +54,7 @@ _SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "m
                "serve": ".serve", "export": ".export"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(_SUBMODULES[name], __name__)
-    else:
-        raise AttributeError(f"module 'pmuscope' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
 
 
 __all__ = [

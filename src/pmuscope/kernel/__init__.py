@@ -1,8 +1,7 @@
 """The kernel ABI layer: ``perf_event.h`` mirrored in ctypes, the syscall,
 ioctls, owned fds and errno → typed errors. Knows nothing of event names."""
 
-import importlib
-from typing import Any
+from pmuscope._lazy import lazy_exports
 
 from . import abi
 from .abi import perf_event_attr, perf_event_mmap_page, perf_event_header, PerfRecord, PerfSample, PerfFormat, PerfType
@@ -13,13 +12,7 @@ _LAZY = {name: ".syscall" for name in ("PerfEventFd", "perf_event_open", "raw_pe
                                         "error_from_errno", "syscall_number")}
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

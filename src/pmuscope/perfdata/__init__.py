@@ -3,8 +3,7 @@ perf.data (old attr sizes, every feature section, zstd-compressed data, AUXTRACE
 payloads, FINISHED_ROUND time ordering); :class:`PerfDataWriter` writes files
 that Linux ``perf report``/``perf script`` read."""
 
-import importlib
-from typing import Any
+from pmuscope._lazy import lazy_exports
 
 from .features import Feature
 from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
@@ -18,17 +17,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -15,8 +15,7 @@
 - :func:`folded_stacks`, :func:`write_folded`, :func:`write_flamegraph`.
 """
 
-import importlib
-from typing import Any
+from pmuscope._lazy import lazy_exports
 
 #: public name -> submodule defining it, imported on first use (a command
 #: loads only what it needs: ``script`` never imports the HTML exporters)
@@ -30,17 +29,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
