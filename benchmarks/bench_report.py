@@ -61,6 +61,16 @@ for pid in kids:
 ENV = None  # environment of the timed commands (set in main)
 
 
+def child_env(tmp: str) -> dict[str, str]:
+    """The environment of the timed commands: this one, except that a
+    PYTHONDONTWRITEBYTECODE (which would make every run compile pmuscope
+    again) becomes a private bytecode cache under TMP."""
+    env = dict(os.environ)
+    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None and "PYTHONPYCACHEPREFIX" not in env:
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+    return env
+
+
 def run(cmd, out=subprocess.DEVNULL, timeout=900):
     t = time.perf_counter()
     r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout, env=ENV)
@@ -98,9 +108,7 @@ def main() -> int:
         return 1
     tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-report-")
     os.makedirs(tmp, exist_ok=True)
-    ENV = dict(os.environ)
-    if ENV.pop("PYTHONDONTWRITEBYTECODE", None) is not None and "PYTHONPYCACHEPREFIX" not in ENV:
-        ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+    ENV = child_env(tmp)
     files = {
         "shallow": [perf, "record", "-q", "-e", "cpu-clock", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
                     sys.executable, "-c", LOOP.format(s=args.seconds, procs=max(1, args.procs))],

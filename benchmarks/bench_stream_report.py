@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from bench_report import child_env  # same directory: benchmarks run as scripts
+
 LOOP = "import time\nt=time.time()\nx=0\nwhile time.time()-t<{s}: x+=1\n"
 ENV = None  # environment of the timed commands (set in main)
 
@@ -74,9 +76,7 @@ def main() -> int:
         return 1
     tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-stream-")
     os.makedirs(tmp, exist_ok=True)
-    ENV = dict(os.environ)
-    if ENV.pop("PYTHONDONTWRITEBYTECODE", None) is not None and "PYTHONPYCACHEPREFIX" not in ENV:
-        ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+    ENV = child_env(tmp)
     inputs = {"file": [], "pipe": ["-o", "-"], "zstd": ["-z"], "zstd-pipe": ["-z", "-o", "-"]}
     paths = {name: os.path.join(tmp, f"{name}.data") for name in inputs}
     for name, rec_args in inputs.items():
