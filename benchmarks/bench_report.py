@@ -71,12 +71,27 @@ def child_env(tmp: str) -> dict[str, str]:
     return env
 
 
-def run(cmd, out=subprocess.DEVNULL, timeout=900):
+def add_workdir_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
+    ap.add_argument("--reuse", action="store_true", help="with --keep: time the files already in DIR, record none")
+
+
+def workdir(keep: str | None, prefix: str) -> tuple[str, dict[str, str]]:
+    """The directory of the perf.data files (``--keep DIR`` or a fresh one)
+    and the environment of the timed commands."""
+    tmp = keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(tmp, exist_ok=True)
+    return tmp, child_env(tmp)
+
+
+def run(cmd, out=subprocess.DEVNULL, timeout=900, stdin=subprocess.DEVNULL, env=None):
+    """Run CMD once (in ENV unless ENV is given); its wall time and stderr."""
     t = time.perf_counter()
-    r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout, env=ENV)
+    r = subprocess.run(cmd, stdin=stdin, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout,
+                       env=ENV if env is None else env)
     dt = time.perf_counter() - t
     if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
+        raise SystemExit(f"{' '.join(cmd[:5])} ... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
     return dt, r.stderr
 
 
@@ -98,17 +113,14 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=2, help="processes running the shallow recording's loop")
     ap.add_argument("--loops", type=int, default=14000, help="perf bench sched messaging -l for the deep recording")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
-    ap.add_argument("--reuse", action="store_true", help="with --keep: time the files already in DIR, record none")
+    add_workdir_options(ap)
     args = ap.parse_args()
     global ENV
     perf = shutil.which("perf")
     if not perf:
         print("Linux perf is not installed: nothing to compare with")
         return 1
-    tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-report-")
-    os.makedirs(tmp, exist_ok=True)
-    ENV = child_env(tmp)
+    tmp, ENV = workdir(args.keep, "pmuscope-bench-report-")
     files = {
         "shallow": [perf, "record", "-q", "-e", "cpu-clock", "-F", "10000", "-g", "-o", os.path.join(tmp, "shallow.data"), "--",
                     sys.executable, "-c", LOOP.format(s=args.seconds, procs=max(1, args.procs))],

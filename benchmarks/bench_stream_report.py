@@ -26,28 +26,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
-from bench_report import child_env  # same directory: benchmarks run as scripts
+from bench_report import add_workdir_options, run, workdir  # same directory: benchmarks run as scripts
 
 LOOP = "import time\nt=time.time()\nx=0\nwhile time.time()-t<{s}: x+=1\n"
 ENV = None  # environment of the timed commands (set in main)
 
 
 def timed(cmd: list[str], stdin_path: str | None = None) -> float:
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
-    try:
-        t = time.perf_counter()
-        r = subprocess.run(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           timeout=900, env=ENV)
-        dt = time.perf_counter() - t
-    finally:
-        if stdin_path:
-            stdin.close()
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:5])} ... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
-    return dt
+    if not stdin_path:
+        return run(cmd, env=ENV)[0]
+    with open(stdin_path, "rb") as stdin:
+        return run(cmd, stdin=stdin, env=ENV)[0]
 
 
 def record(perf: str, args: list[str], path: str, seconds: float) -> None:
@@ -66,17 +56,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=16.0, help="length of each recording")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--keep", metavar="DIR", help="write the perf.data files here and keep them")
-    ap.add_argument("--reuse", action="store_true", help="with --keep: time the files already in DIR, record none")
+    add_workdir_options(ap)
     args = ap.parse_args()
     global ENV
     perf = shutil.which("perf")
     if not perf:
         print("Linux perf is not installed: nothing to record")
         return 1
-    tmp = args.keep or tempfile.mkdtemp(prefix="pmuscope-bench-stream-")
-    os.makedirs(tmp, exist_ok=True)
-    ENV = child_env(tmp)
+    tmp, ENV = workdir(args.keep, "pmuscope-bench-stream-")
     inputs = {"file": [], "pipe": ["-o", "-"], "zstd": ["-z"], "zstd-pipe": ["-z", "-o", "-"]}
     paths = {name: os.path.join(tmp, f"{name}.data") for name in inputs}
     for name, rec_args in inputs.items():
