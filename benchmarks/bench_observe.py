@@ -24,7 +24,7 @@ import time
 
 from pmuscope.errors import PmuscopeError
 from pmuscope.events.spec import EventSpec
-from pmuscope.kernel import abi, perf_event_attr
+from pmuscope.kernel import perf_event_attr
 from pmuscope.observe import MmapCounter, Observer
 from pmuscope.observe.mmap_page import native_available
 
