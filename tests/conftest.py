@@ -16,8 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-#: real captures from other projects, kept beside the repository (../shared/fixtures)
-SHARED_FIXTURES = Path(os.environ.get("PMUSCOPE_SHARED_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+#: real captures from other projects, kept in the repository with their licenses
+#: (tests/data/fixtures/README.md says where each came from)
+SHARED_FIXTURES = Path(os.environ.get("PMUSCOPE_SHARED_FIXTURES", DATA / "fixtures"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -74,8 +75,9 @@ def perf_bin() -> str:
 
 @pytest.fixture
 def shared_fixtures() -> Path:
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
+    # the captures are part of the repository: a missing folder is a broken
+    # checkout, not a reason to skip
+    assert SHARED_FIXTURES.is_dir(), f"real captures missing: {SHARED_FIXTURES}"
     return SHARED_FIXTURES
 
 

@@ -135,8 +135,7 @@ def test_pipe_mode_from_perf_inject_on_stdin(perf_bin, shared_fixtures):
     import sys
 
     src = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.weight_struct")
-    if not os.path.exists(src):
-        pytest.skip(f"{src} not present")
+    assert os.path.exists(src), f"fixture missing from the checkout: {src}"
     pipe = subprocess.run([perf_bin, "inject", "-i", src, "-o", "-"], capture_output=True, timeout=60).stdout
     assert pipe[:8] == b"PERFILE2"
     out = subprocess.run([sys.executable, "-m", "pmuscope", "mem", "report", "-i", "-", "--json"], input=pipe,

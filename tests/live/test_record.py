@@ -255,7 +255,10 @@ def test_default_event_follows_the_hardware(tmp_path, perf_bin):
 
 
 def test_attach_ends_when_the_process_exits(tmp_path):
-    target = subprocess.Popen([*BUSY, "1.0"])
+    # a fixed amount of CPU work (~1.5 s of CPU time), not a wall-clock loop: on a
+    # loaded machine it only takes longer, so the attach (pmuscope's start-up, slower
+    # under load too) still finds it running
+    target = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "iterations", "100000"])
     try:
         time.sleep(0.3)
         out, proc = record(tmp_path, "-e", "cpu-clock", "-F", "500", "-p", str(target.pid), timeout=30)

@@ -100,6 +100,9 @@ def test_context_switch_records_on_a_dummy_event():
 
 
 def _tracepoint_id(name: str) -> int | None:
+    from pmuscope.events.tracepoints import find_tracefs
+
+    find_tracefs()  # mounts tracefs as perf does where it is not mounted yet
     for base in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         p = Path(base) / "events" / name / "id"
         try:

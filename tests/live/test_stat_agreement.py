@@ -24,7 +24,10 @@ import sys
 
 import pytest
 
-PY = os.path.realpath(sys.executable)
+#: the test's own interpreter as invoked: in a venv this is a symlink to the base
+#: binary (the same exec chain for both tools), and only through it does the
+#: child find the venv's site-packages (realpath() would lose pmuscope)
+PY = sys.executable
 EVENTS = "page-faults,minor-faults,context-switches,cpu-migrations,task-clock"
 
 

@@ -24,8 +24,7 @@ CALLGRAPH = "perf_data_converter/perf.data.callgraph-3.8"
 @pytest.fixture()
 def callgraph(shared_fixtures):
     path = shared_fixtures / CALLGRAPH
-    if not path.exists():
-        pytest.skip(f"shared fixture {CALLGRAPH} not present")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     return str(path)
 
 

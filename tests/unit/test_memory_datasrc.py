@@ -112,8 +112,7 @@ def _perf_script_rows():
 
 def test_weight_struct_capture_matches_perf_script(shared_fixtures):
     path = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.weight_struct")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not present")
+    assert os.path.exists(path), f"fixture missing from the checkout: {path}"
     ms = load_mem_samples(path)
     want = _perf_script_rows()
     assert len(ms) == len(want) == 14

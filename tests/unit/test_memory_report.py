@@ -32,8 +32,7 @@ def _perf_table(name: str) -> list[tuple[float, int, str]]:
 @pytest.fixture
 def weight_struct(shared_fixtures):
     path = os.path.join(shared_fixtures, "perf_data_converter", "perf.data.weight_struct")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not present")
+    assert os.path.exists(path), f"fixture missing from the checkout: {path}"
     return path
 
 

@@ -1,4 +1,4 @@
-"""perf.data reader and writer against real captures (../shared/fixtures) and
+"""perf.data reader and writer against real captures (tests/data/fixtures) and
 hand-built files; the expected counts come from Linux perf (see
 tests/data/perfdata/PROVENANCE.md)."""
 

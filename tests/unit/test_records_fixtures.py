@@ -1,5 +1,5 @@
 """Decode the data sections of real perf.data files written by several perf
-versions (../shared/fixtures), and check the record counts against what Linux
+versions (tests/data/fixtures), and check the record counts against what Linux
 perf 6.1's ``perf report --stats`` prints for the same files.
 
 Only the few header fields needed to find the attrs and the data section are
@@ -21,7 +21,7 @@ from pmuscope.records import AttrTable, DecodeStats, SampleBatch, UserRecord, de
 R = abi.PerfRecord
 S = abi.PerfSample
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
 
 
 def read_file_mode(path: Path) -> tuple[AttrTable, bytes, int]:
@@ -57,8 +57,7 @@ PERF_STATS = {
 @pytest.mark.parametrize("name", sorted(PERF_STATS))
 def test_real_perf_data_record_counts_match_perf(name):
     path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     table, data, base = read_file_mode(path)
     stats = DecodeStats()
     items = list(decode(data, table, base_offset=base, stats=stats, auxtrace_inline=True))
@@ -80,8 +79,7 @@ def test_real_perf_data_record_counts_match_perf(name):
 
 def test_weight_struct_and_data_src_fields_from_pebs_file():
     path = FIXTURES / "perf_data_converter/perf.data.weight_struct"
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     table, data, base = read_file_mode(path)
     st = table[0].sample_type
     assert st & S.WEIGHT_STRUCT and st & S.DATA_SRC and st & S.ADDR
@@ -93,8 +91,7 @@ def test_weight_struct_and_data_src_fields_from_pebs_file():
 
 def test_branch_stack_hw_index_file():
     path = FIXTURES / "perf_data_converter/perf.data.branch_stack_hw_index"
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     table, data, base = read_file_mode(path)
     e = [x for x in table if x.sample_type & S.BRANCH_STACK][0]
     assert e.has_hw_index
@@ -107,8 +104,7 @@ def test_branch_stack_hw_index_file():
 
 def test_newer_perf_file_with_136_byte_attr_decodes():
     path = FIXTURES / "linux-perf-data/sleep.data"
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     table, data, base = read_file_mode(path)
     stats = DecodeStats()
     b = SampleBatch.concat([i for i in decode(data, table, base_offset=base, stats=stats) if isinstance(i, SampleBatch)])
@@ -119,8 +115,7 @@ def test_newer_perf_file_with_136_byte_attr_decodes():
 @pytest.mark.parametrize("name", sorted(PERF_STATS))
 def test_vectorized_and_struct_loop_paths_agree_on_real_files(name, monkeypatch):
     path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    assert path.exists(), f"fixture missing from the checkout: {path}"
     import importlib
 
     dec = importlib.import_module("pmuscope.records.decode")  # the module, not the decode() function

@@ -107,11 +107,9 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
 def render_text(d: dict[str, Any]) -> str:
     """numatop's home window as plain text (RMA/LMA in thousands, like numatop)."""
     lines = [f"interval {d['interval_s']:.2f}s  platform {d['platform']}"]
-    groups: dict[str, list[str]] = {}
-    for col, why in d["unavailable"].items():
-        root = why.split(": ", 1)[1] if why.startswith("needs ") and ": " in why else why
-        groups.setdefault(root, []).append(col)
-    for why, cols in groups.items():
+    from ..numa.snapshot import group_reasons
+
+    for why, cols in group_reasons(d["unavailable"]):
         lines.append(f"  n/a {', '.join(cols)}: {why}")
     lines.append(f"{'NODE':>4} {'CPU%':>7} {'MEM.ALL(G)':>10} {'MEM.FREE(G)':>11} {'RMA(K)':>10} {'LMA(K)':>10} {'RMA/LMA':>8} {'CPI':>6}")
     k = lambda v: None if v is None else v / 1000  # noqa: E731

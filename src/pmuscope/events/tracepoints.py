@@ -7,13 +7,33 @@ import fnmatch
 import os
 
 
+def _mount_tracefs(path: str) -> bool:
+    """Mount tracefs at ``path`` as perf does when it finds it unmounted
+    (tools/lib/api/fs/tracing_path.c: tracefs__mount). Only root can; a
+    failure is not an error (the caller then reports tracefs as missing)."""
+    if os.geteuid() != 0 or not os.path.isdir(path):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.mount(b"nodev", os.fsencode(path), b"tracefs", ctypes.c_ulong(0), None) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def find_tracefs(sysfs_root: str = "/sys") -> str | None:
     """The tracefs mount under ``sysfs_root`` (``kernel/tracing``, else
-    ``kernel/debug/tracing``), or None."""
-    for rel in ("kernel/tracing", "kernel/debug/tracing"):
-        path = os.path.join(sysfs_root, rel)
-        if os.path.isdir(os.path.join(path, "events")):
-            return path
+    ``kernel/debug/tracing``), or None. On the real ``/sys``, an unmounted
+    tracefs is mounted at ``/sys/kernel/tracing`` when running as root, like
+    perf does (a fresh machine often has it unmounted until first use)."""
+    for attempt in (0, 1):
+        for rel in ("kernel/tracing", "kernel/debug/tracing"):
+            path = os.path.join(sysfs_root, rel)
+            if os.path.isdir(os.path.join(path, "events")):
+                return path
+        if attempt or sysfs_root != "/sys" or not _mount_tracefs("/sys/kernel/tracing"):
+            break
     # tracefs is root-only (mode 0700) by default: report it rather than "not mounted"
     path = os.path.join(sysfs_root, "kernel/tracing")
     if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):

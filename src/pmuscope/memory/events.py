@@ -166,7 +166,7 @@ def _no_mem_pmu_reason(table, sysfs_root: str) -> str:
     where = f"{sysfs_root}/bus/event_source/devices"
     if not core and not any(n.startswith(("armv8_", "armv9_")) for n in table):
         return (f"no memory-sampling PMU: {where} has no core PMU at all (a VM without a virtual PMU); "
-                "PEBS load latency, AMD IBS and Arm SPE all need hardware")
+                "PEBS load latency (cpu/mem-loads/), AMD IBS (ibs_op) and Arm SPE (arm_spe_*) all need hardware")
     if core:
         info = _cpuinfo(sysfs_root)
         if "AuthenticAMD" in info or "HygonGenuine" in info:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import PmuscopeError
+from ..errors import NoHardwarePMUError, PmuscopeError
 from ..kernel import PerfEventFd, abi
 from ..kernel.ring import RingBuffer
 from ..system import _fs
@@ -32,6 +32,9 @@ READ_FORMAT = int(_F.GROUP | _F.ID | _F.TOTAL_TIME_ENABLED | _F.TOTAL_TIME_RUNNI
 SAMPLE_TYPE = int(abi.PERF_SAMPLE_IDENTIFIER | abi.PERF_SAMPLE_TID | abi.PERF_SAMPLE_TIME | abi.PERF_SAMPLE_CPU
                   | abi.PERF_SAMPLE_READ | abi.PERF_SAMPLE_PERIOD)
 CLOCK = time.CLOCK_MONOTONIC
+#: the one reason every PMU column shares on a machine without a hardware PMU
+NO_PMU_REASON = ("no hardware PMU on this machine (a VM without a virtual PMU?); "
+                 "CPU% comes from software events: `pmuscope doctor` explains")
 
 
 def leader_attr() -> abi.perf_event_attr:
@@ -114,6 +117,10 @@ class SwitchCollector:
                 except PmuscopeError as err:
                     for fd in trial:
                         fd.close()
+                    if isinstance(err, NoHardwarePMUError):
+                        # one cause for every PMU column: one reason, shown once
+                        self.unavailable[metric] = NO_PMU_REASON
+                        continue
                     names = "+".join(r.name for r in refs)
                     self.unavailable[metric] = f"{names} does not open here: {str(err).splitlines()[0]}"
                     continue

@@ -160,6 +160,16 @@ def _metric_cells(counts: dict[str, float | None], unavailable: dict[str, str]) 
     return cells
 
 
+def group_reasons(unavailable: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """One line per distinct reason: derived columns ("needs clk and ir: R")
+    join the columns whose reason is R."""
+    groups: dict[str, list[str]] = {}
+    for col, why in unavailable.items():
+        root = why.split(": ", 1)[1] if why.startswith("needs ") and ": " in why else why
+        groups.setdefault(root, []).append(col)
+    return list(groups.items())
+
+
 def derived_unavailable(base: dict[str, str]) -> dict[str, str]:
     """Reasons for the derived columns from those of their events."""
     out = dict(base)

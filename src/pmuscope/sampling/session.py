@@ -82,6 +82,23 @@ def default_event(sysfs_root: str = "/sys") -> str:
     return name
 
 
+def perf_modifiers(attr) -> str:
+    """The modifier suffix perf gives an event it names from its attr
+    (``:uH`` for a user-only event; perf_evsel__add_modifiers in
+    tools/perf/util/evsel.c), or ""."""
+    mods, guest_default = "", False
+    if attr.exclude_kernel or attr.exclude_user or attr.exclude_hv:
+        mods += "".join(c for c, excl in (("k", attr.exclude_kernel), ("u", attr.exclude_user),
+                                          ("h", attr.exclude_hv)) if not excl)
+        guest_default = True
+    if attr.precise_ip:
+        mods += "ppp"[: attr.precise_ip]
+        guest_default = True
+    if attr.exclude_host or bool(attr.exclude_guest) == guest_default:
+        mods += "".join(c for c, excl in (("H", attr.exclude_host), ("G", attr.exclude_guest)) if not excl)
+    return f":{mods}" if mods else ""
+
+
 @dataclass
 class RecordResult:
     """What a finished recording captured."""
@@ -313,6 +330,21 @@ class Recorder:
             # errno.errorcode names 95 ENOTSUP on Linux, where it equals EOPNOTSUPP (the kernel's name)
             ename = "EOPNOTSUPP" if eno == _errno.EOPNOTSUPP else _errno.errorcode.get(eno or 0, "")
             tries = open_fallbacks(attr, ename)
+            if (ename in ("ENOENT", "ENXIO", "ENODEV") and attr.type == abi.PERF_TYPE_HARDWARE
+                    and attr.config == abi.PerfHwId.CPU_CYCLES and not self.fds[i]):
+                # perf record's evsel__fallback: cycles without a hardware PMU is
+                # sampled by the hrtimer-based cpu-clock (the event is renamed)
+                alt = attr.copy()
+                alt.type, alt.config = abi.PERF_TYPE_SOFTWARE, abi.PerfSwId.CPU_CLOCK
+                try:
+                    fd = PerfEventFd(alt, pid, cpu, group, event="cpu-clock")
+                except errors.PmuscopeError:
+                    raise err from None
+                self.notes.append(f"the {self.names[i]} event is not supported here (no hardware PMU): "
+                                  "fell back to cpu-clock, as perf record does")
+                self.attrs[i] = alt
+                self.names[i] = "cpu-clock" + perf_modifiers(alt)
+                return fd
             if ename == "EINVAL" and attr.sample_type & S.WEIGHT_STRUCT:
                 # perf's missing_features.weight_struct: kernels before 5.12 only know WEIGHT
                 alt = attr.copy()

@@ -38,16 +38,8 @@ from textual.widgets import DataTable, Footer, Static  # noqa: E402
 
 from ..numa.model import parse_numa_maps_by_area, read_maps, read_numa_maps  # noqa: E402
 from ..system import _fs  # noqa: E402
-from ..numa.snapshot import NumaSampler, Snapshot, attach_memory, select_rows  # noqa: E402
+from ..numa.snapshot import NumaSampler, Snapshot, attach_memory, group_reasons, select_rows  # noqa: E402
 
-def group_reasons(unavailable: dict[str, str]) -> list[tuple[str, list[str]]]:
-    """One line per distinct reason: derived columns ("needs clk and ir: R")
-    join the columns whose reason is R."""
-    groups: dict[str, list[str]] = {}
-    for col, why in unavailable.items():
-        root = why.split(": ", 1)[1] if why.startswith("needs ") and ": " in why else why
-        groups.setdefault(root, []).append(col)
-    return list(groups.items())
 
 
 class _NodeRef:
