@@ -112,6 +112,12 @@ def test_observer_attributes_cpu_samples_to_threads(tmp_path):
     assert s["switch_records"] > 0 and s["switch_lost"] == 0
 
 
+def _ran_ns(pid: int) -> int:
+    """The CPU time ``pid`` has run, in ns (the scheduler's sum_exec_runtime)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
 def test_a_cpu_hog_that_never_switches_is_named_from_the_start():
     """Alone on its CPU, a busy loop may not be preempted for seconds: without a
     switch record its CPU's owner would stay unknown. The tracker makes one
@@ -124,12 +130,14 @@ def test_a_cpu_hog_that_never_switches_is_named_from_the_start():
     try:
         time.sleep(0.3)
         try:
+            ran0 = _ran_ns(hog.pid)
             tr = SwitchTracker([cpu]).start()
         except PermissionDeniedError as err:
             pytest.skip(f"CPU-wide context-switch records need privileges: {err}")
         time.sleep(0.3)
         now = time.clock_gettime_ns(MONO)
         tr.stop()
+        ran = _ran_ns(hog.pid) - ran0
         who = tr.running_on(cpu, now - 50_000_000)
     finally:
         hog.kill()
@@ -138,5 +146,8 @@ def test_a_cpu_hog_that_never_switches_is_named_from_the_start():
     tl = tr.timeline()
     span = tr.stopped_at - tr.started_at
     hog_time = int((tl["end"] - tl["start"])[tl["pid"] == hog.pid].sum())
-    # the hog owns its CPU for most of the tracked time, from the first moment on
-    assert hog_time >= 0.5 * span, (hog_time, span)
+    # the hog is charged the CPU time the scheduler says it ran while tracked, from
+    # the first moment on (alone on a quiet CPU that is nearly all of the span; on a
+    # loaded one it shares the CPU, and the timeline must say so too)
+    assert hog_time >= 0.8 * ran - 20_000_000, (hog_time, ran, span)
+    assert hog_time <= span

@@ -451,7 +451,7 @@ class Counter:
         children included), of the attached process, or of this process."""
         if name == "duration_time":
             def fn():
-                v = _now() - self.start_ns
+                v = (getattr(self, "_read_ts", None) or _now()) - self.start_ns
                 return (v, v, v)
             return fn
         field = 0 if name == "user_time" else 1
@@ -545,7 +545,11 @@ class Counter:
         if native is not None:
             self.last = c = native(self.start_ns)
         else:
-            self.last = c = Counts(self.layout, self._reader(), _now(), self.start_ns)
+            # one clock read gives the Counts its time and duration_time its value
+            # (two reads let a preemption between them make the two disagree)
+            self._read_ts = ts = _now()
+            self.last = c = Counts(self.layout, self._reader(), ts, self.start_ns)
+            self._read_ts = None
         return c
 
     @property

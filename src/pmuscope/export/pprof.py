@@ -167,8 +167,17 @@ def encode(ep: ExportProfile) -> bytes:
     if ep.default_sample_type:
         tail.append(field_varint(14, st(ep.default_sample_type)))
     # the string table last: every index above is assigned by now
-    strings = b"".join(field_bytes(6, s.encode("utf-8")) for s in st.strings)
+    strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
     return b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
+
+
+def _utf8(s: str) -> bytes:
+    """``s`` as valid UTF-8 (protobuf strings must be): bytes that were not
+    UTF-8 in the recording (kept as surrogate escapes) become U+FFFD."""
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
 def dumps(ep: ExportProfile) -> bytes:

@@ -572,8 +572,10 @@ class ProfileBuilder:
         out = self._comms_from(tids, base)
         if not changes or not len(tids):
             return out
-        ch = np.array(changes, dtype=np.int64)
-        ctid, ctime, ccomm = ch[:, 0], ch[:, 1].astype(np.uint64), ch[:, 2]
+        # times are u64 in the file (a damaged one may be >= 2^63): never through int64
+        ctid = np.fromiter((c[0] for c in changes), dtype=np.int64, count=len(changes))
+        ctime = np.fromiter((c[1] for c in changes), dtype=np.uint64, count=len(changes))
+        ccomm = np.fromiter((c[2] for c in changes), dtype=np.int64, count=len(changes))
         hit = np.isin(tids, ctid)
         if not hit.any():
             return out
@@ -588,8 +590,9 @@ class ProfileBuilder:
                 res[(st == ti) & (stime >= np.uint64(tt))] = cc
             out[hit] = res
             return out
-        ckey = rank[:len(ctid)] * span + (ctime.astype(np.int64) - tmin + 1)
-        skey = rank[len(ctid):] * span + (stime.astype(np.int64) - tmin + 1)
+        base = np.uint64(tmin)
+        ckey = rank[:len(ctid)] * span + ((ctime - base).astype(np.int64) + 1)
+        skey = rank[len(ctid):] * span + ((stime.astype(np.uint64) - base).astype(np.int64) + 1)
         o = np.argsort(ckey, kind="stable")
         ckey_s, crank_s, ccomm_s = ckey[o], rank[:len(ctid)][o], ccomm[o]
         j = np.searchsorted(ckey_s, skey, side="right") - 1

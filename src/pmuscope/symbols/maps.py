@@ -19,6 +19,9 @@ import numpy as np
 
 from ..errors import FormatError, ProcessGoneError
 
+#: the top of a 64-bit address space (ends of damaged mappings are clamped to it)
+U64_MAX = (1 << 64) - 1
+
 PROT_EXEC = 4
 
 _R_MMAP, _R_COMM, _R_FORK, _R_MMAP2, _R_KSYMBOL = 1, 3, 7, 10, 17  # enum perf_event_type
@@ -116,7 +119,7 @@ class AddressSpace:
                     mid.append(replace(old, len=m.start - old.start))
                 if old.end > m.end:
                     cut = m.end - old.start
-                    mid.append(replace(old, start=m.end, len=old.end - m.end, pgoff=old.pgoff + cut))
+                    mid.append(replace(old, start=m.end, len=old.end - m.end, pgoff=(old.pgoff + cut) & U64_MAX))
             mid.append(m)
             mid.sort(key=_start_of)
             self._maps = maps[:lo] + mid + maps[hi:]
@@ -131,7 +134,7 @@ class AddressSpace:
                 out.append(replace(old, len=m.start - old.start))
             if old.end > m.end:  # right remainder, its file offset moves too
                 cut = m.end - old.start
-                out.append(replace(old, start=m.end, len=old.end - m.end, pgoff=old.pgoff + cut))
+                out.append(replace(old, start=m.end, len=old.end - m.end, pgoff=(old.pgoff + cut) & U64_MAX))
         out.append(m)
         out.sort(key=lambda x: x.start)
         self._maps = out
@@ -147,8 +150,9 @@ class AddressSpace:
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(starts, ends)`` as uint64 arrays (cached until the next change)."""
         if self._arrays is None:
+            # a damaged MMAP's start + len can pass 2^64: its end is the top of the space
             self._arrays = (np.array([m.start for m in self._maps], dtype=np.uint64),
-                            np.array([m.end for m in self._maps], dtype=np.uint64))
+                            np.array([min(m.end, U64_MAX) for m in self._maps], dtype=np.uint64))
         return self._arrays
 
     def find_many(self, ips: np.ndarray) -> np.ndarray:
