@@ -2,7 +2,8 @@
 busy workload) in a real headless Chromium: no console errors, the summary
 equals the Profile, the table sorts on a header click, search filters the
 table and highlights the flame graph, a click on a frame zooms, and the
-timelines have one row per thread (and CPU) with the right counts."""
+timelines have one row per thread (and CPU) with the right counts; the first
+1280x800 screen shows the 5 widest frames of the flame graph."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pmuscope.profile import build_report, load_profile
 from pmuscope.profile.html_report import write_report_html
 
 from ..chromium import Browser
+from ..first_screen import check_first_screen, deep_tower_profile, demo_profile, frames_in_viewport, set_viewport
 
 SHOT_DIR = "/tmp/pmuscope-shots"
 WORKLOAD = [sys.executable, "-m", "pmuscope.workloads", "busy", "0.5"]
@@ -232,3 +234,36 @@ def test_html_report_lost_markers_in_chromium(browser, tmp_path):
     os.makedirs(SHOT_DIR, exist_ok=True)
     shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png"))
     assert browser.errors() == []
+
+
+@pytest.mark.parametrize("which", ["deep_tower", "demo"])
+def test_html_report_first_screen(browser, tmp_path, which):
+    """The report opens with the flame graph (icicle, as the stand-alone page)
+    right below a compact summary: the 5 widest frames of the profile are
+    inside the 1280x800 viewport and inside the embedded frame's box, without
+    scrolling, for a 128-deep 2-sample tower beside a wide graph and for
+    `pmuscope profile`'s demo recording."""
+    from pmuscope.profile.export import folded_stacks
+
+    if which == "deep_tower":
+        p = deep_tower_profile(str(tmp_path))
+        page = write_report_html(p, str(tmp_path / "deep.html"))
+        folded = folded_stacks(p)
+    else:
+        prefix = demo_profile(str(tmp_path))
+        page = write_report_html(prefix + ".data", str(tmp_path / "demo.html"))
+        folded = open(prefix + ".folded").read()
+    set_viewport(browser)
+    try:
+        browser.open(page)
+        _wait(browser, "document.body.dataset.ready === '1' && document.body.dataset.flameReady === '1'")
+        assert browser.errors() == []
+        fdoc = "document.getElementById('flame').contentDocument"
+        assert browser.js(f"{fdoc}.body.dataset.mode") == "icicle"
+        check_first_screen(frames_in_viewport(browser, embedded=True), folded)
+        shot = browser.screenshot(str(tmp_path / f"first-{which}.png"))
+        os.makedirs(SHOT_DIR, exist_ok=True)
+        shutil.copy(shot, os.path.join(SHOT_DIR, f"html_report_first_{which}.png"))
+        assert browser.errors() == []
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")

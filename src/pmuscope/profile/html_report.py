@@ -6,13 +6,15 @@ holds:
 - a summary from the perf.data header features (HEADER_CMDLINE, HOSTNAME,
   OSRELEASE, NRCPUS, CPUDESC, SAMPLE_TIME) and the decoded stream: events,
   samples, lost samples (PERF_RECORD_LOST + PERF_RECORD_LOST_SAMPLES), duration;
+  laid out three items a row so that it stays a few lines tall;
+- the interactive flame graph of :mod:`pmuscope.profile.flamegraph` (the same
+  page, embedded as an ``iframe srcdoc``, so click-to-zoom and search work as
+  in the stand-alone file), right below the summary and in the same default
+  (icicle) orientation, so that the first screen shows its widest frames;
 - the top table (overhead, samples, event, comm, dso, sym) of
   :func:`~pmuscope.profile.build_report`, sortable by clicking a header, with a
   search box (a regular expression) that filters the rows and highlights the
   matching frames of the flame graph;
-- the interactive flame graph of :mod:`pmuscope.profile.flamegraph` (the same
-  page, embedded as an ``iframe srcdoc``, so click-to-zoom and search work as
-  in the stand-alone file);
 - timelines: sample density over time per thread and per CPU, binned with
   numpy into at most 1000 buckets per row (rows capped to the busiest ones,
   with a note saying how many were left out), and markers at the times of
@@ -386,9 +388,8 @@ def render_report_html(profile_or_path: Profile | str | os.PathLike, *, title: s
     name = os.path.basename(p.source) if p.source else "recording"
     title = title or f"pmuscope report: {name}"
     ev = ",".join(data["summary"]["events"])
-    # icicle (root on top): deep stacks would push the busy part of a flame
-    # graph below the fold of the embedded frame
-    flame = render_html(folded_stacks(p), title="Flame graph", icicle=True,
+    # the flame graph's default orientation (icicle, root on top), as in `pmuscope profile`'s page
+    flame = render_html(folded_stacks(p), title="Flame graph",
                         subtitle=f"{len(p)} samples of {ev}" + (f", {p.lost} lost" if p.lost else ""))
     payload = json.dumps({"title": title, **data}, separators=(",", ":")).replace("</", "<\\/")
     flame_json = json.dumps(flame).replace("</", "<\\/")
@@ -424,8 +425,10 @@ _TEMPLATE = r"""<!DOCTYPE html>
  section{margin:10px 14px;background:#fff;border:1px solid #ddd;border-radius:4px}
  section h2{font-size:13px;margin:0;padding:6px 10px;background:#eceff1;border-bottom:1px solid #ddd}
  .note{color:#8a5a00;padding:3px 10px}
- #summary dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:8px 10px}
+ #summary dl{display:grid;grid-template-columns:repeat(3,max-content minmax(0,1fr));gap:2px 14px;margin:8px 10px}
  #summary dt{color:#555} #summary dd{margin:0;word-break:break-all}
+ #summary dd[data-key=cmdline],#summary dd[data-key=source]{grid-column:2/-1}
+ @media (max-width:900px){#summary dl{grid-template-columns:max-content minmax(0,1fr)} #summary dd[data-key]{grid-column:auto}}
  table{border-collapse:collapse;width:100%}
  th{position:sticky;top:0;background:#f5f5f5;text-align:left;padding:3px 8px;cursor:pointer;user-select:none;border-bottom:1px solid #ccc;white-space:nowrap}
  th[aria-sort=ascending]::after{content:" \25B2"} th[aria-sort=descending]::after{content:" \25BC"}
@@ -447,9 +450,9 @@ _TEMPLATE = r"""<!DOCTYPE html>
  <input id="search" type="search" placeholder="Search symbols, DSOs, commands (regex)" aria-label="search">
  <span id="rowsShown"></span></header>
 <section id="summary"><h2>Summary</h2><dl id="summaryList"></dl><div id="summaryNotes"></div></section>
+<section id="flamesec"><h2>Flame graph</h2><iframe id="flame" title="flame graph"></iframe></section>
 <section id="top"><h2>Top symbols</h2><div id="topNote" class="note"></div>
  <div id="tablewrap"><table id="toptable"><thead><tr id="tophead"></tr></thead><tbody id="topbody"></tbody></table></div></section>
-<section id="flamesec"><h2>Flame graph</h2><iframe id="flame" title="flame graph"></iframe></section>
 <section id="timelines"><h2>Timelines (samples over time)</h2>
  <div class="tl" id="tlThreadsSec"><b>Threads</b> <span id="threadsNote" class="note"></span><div id="threads"></div></div>
  <div class="tl" id="tlCpusSec"><b>CPUs</b> <span id="cpusNote" class="note"></span><div id="cpus"></div></div>
@@ -544,8 +547,13 @@ function flameSearch(){
   box.dispatchEvent(new Event("input"));
 }
 function fitFlame(){
+  // the height of the content (the bottom of its last element), not the document's scrollHeight:
+  // that is at least the frame's own height, so it would only ever grow
   const doc = flameDoc(); if (!doc || !doc.body) return;
-  flame.style.height = Math.min(doc.documentElement.scrollHeight + 4, 640) + "px";
+  const last = doc.getElementById("status");
+  const h = last ? Math.ceil(last.getBoundingClientRect().bottom + doc.defaultView.scrollY) + 4 : doc.body.scrollHeight + 4;
+  const px = Math.min(h, 640) + "px";
+  if (flame.style.height !== px) flame.style.height = px;
 }
 flame.addEventListener("load", () => {
   flameReady = true; fitFlame(); flameSearch();
