@@ -168,15 +168,22 @@ def _features(pf) -> dict:
 
 
 # --- data preparation (numpy) --------------------------------------------------------
-def time_range(p: Profile, features: dict | None = None) -> tuple[int, int] | None:
+def time_range(p: Profile, features: dict | None = None, lost: LostEvents | None = None) -> tuple[int, int] | None:
     """``(t0, t1)`` in ns covering every sample (and HEADER_SAMPLE_TIME when it
-    is consistent with them); None when samples carry no time."""
+    is consistent with them) and every timed record of ``lost``: a
+    PERF_RECORD_LOST carries the time the kernel wrote it, which can come
+    before the first sample kept or after the last one; None when samples
+    carry no time."""
     if not p.has_time or not len(p):
         return None
     t0, t1 = int(p.time.min()), int(p.time.max())
     st = (features or {}).get("sample_time")
     if st is not None and st[0] <= t0 and st[1] >= t1 and (st[1] - st[0]) <= 4 * max(t1 - t0, 1):
         t0, t1 = st
+    if lost is not None and len(lost):
+        timed = lost.time[lost.time > 0]
+        if len(timed):
+            t0, t1 = min(t0, int(timed.min())), max(t1, int(timed.max()))
     return t0, t1
 
 
@@ -267,8 +274,10 @@ def thread_labels(p: Profile, tids: np.ndarray) -> list[str]:
 
 def timeline_data(p: Profile, lost: LostEvents, features: dict | None = None, *, nbins: int = MAX_BINS,
                   max_rows: int = 48) -> dict:
-    """The timelines section: per-thread and per-CPU rows and lost markers."""
-    tr = time_range(p, features)
+    """The timelines section: per-thread and per-CPU rows and lost markers
+    (over a time range that holds every timed lost record, so the markers add
+    up to the timed records' total)."""
+    tr = time_range(p, features, lost)
     if tr is None:
         return {"available": False, "note": "the samples carry no time (PERF_SAMPLE_TIME): no timelines"
                 if len(p) else "no samples"}
