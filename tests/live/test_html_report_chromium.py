@@ -2,7 +2,8 @@
 busy workload) in a real headless Chromium: no console errors, the summary
 equals the Profile, the table sorts on a header click, search filters the
 table and highlights the flame graph, a click on a frame zooms, and the
-timelines have one row per thread (and CPU) with the right counts."""
+timelines have one row per thread (and CPU) with the right counts; the first
+1280x800 screen shows the 5 widest frames of the flame graph."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pmuscope.profile import build_report, load_profile
 from pmuscope.profile.html_report import write_report_html
 
 from ..chromium import Browser
+from ..first_screen import check_first_screen, deep_tower_profile, demo_profile, frames_in_viewport, set_viewport
 
 SHOT_DIR = "/tmp/pmuscope-shots"
 WORKLOAD = [sys.executable, "-m", "pmuscope.workloads", "busy", "0.5"]
@@ -196,18 +198,39 @@ def test_html_report_in_chromium(recordings, browser, tmp_path, which):
     assert browser.errors() == []
 
 
-def test_html_report_lost_markers_in_chromium(browser, tmp_path):
-    """A system-wide perf recording into a one-page ring at a 20 us cpu-clock
-    period loses records; their times are marked on the timelines."""
+def _lossy_recording(kind: str, d) -> str:
+    """A recording that always loses records. ``synthetic``: written by
+    pmuscope's writer with known LOST records (inside the samples' time range,
+    50 us before the first sample, 40 us after the last) and an untimed
+    LOST_SAMPLES. ``perf``: a system-wide perf recording into a one-page ring
+    with 8 KiB user-stack copies per sample: a sample taken in user mode does
+    not fit in the ring at all, so drops do not depend on how fast perf drains
+    it (a quiet machine lost nothing with frame-pointer samples at a 20 us
+    period; a loaded one did)."""
+    if kind == "synthetic":
+        from ..unit.test_html_report import _write_lossy
+
+        return str(_write_lossy(d / "synthetic.data", edges=True))
     perf = shutil.which("perf")
     if not perf:
         pytest.skip("Linux perf is not installed")
-    path = str(tmp_path / "lossy.data")
-    subprocess.run([perf, "record", "-q", "-m", "1", "-e", "cpu-clock", "-c", "20000", "-g", "-a", "-o", path, "--",
-                    *WORKLOAD], check=True, capture_output=True, timeout=120)
+    path = str(d / "lossy.data")
+    subprocess.run([perf, "record", "-q", "-m", "1", "-e", "cpu-clock", "-c", "20000", "--call-graph", "dwarf,8192",
+                    "-a", "-o", path, "--", *WORKLOAD], check=True, capture_output=True, timeout=120)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "perf"])
+def test_html_report_lost_markers_in_chromium(browser, tmp_path, kind):
+    """Lost records are marked on the timelines: the summary's lost count is
+    the Profile's, and the markers plus the untimed records add up to every
+    LOST and LOST_SAMPLES record of the file, read by a second reader
+    (scan_lost) and by the Profile's stats."""
+    from pmuscope.profile.html_report import scan_lost
+
+    path = _lossy_recording(kind, tmp_path)
     p = load_profile(path)
-    if not p.lost:
-        pytest.skip("this run lost no samples (the ring kept up); nothing to mark")
+    assert p.stats.lost > 0, "the recording lost nothing"
     page = write_report_html(path, str(tmp_path / "lossy.html"))
     browser.open(page)
     _wait(browser, "document.body.dataset.ready === '1' && document.body.dataset.flameReady === '1'")
@@ -215,9 +238,21 @@ def test_html_report_lost_markers_in_chromium(browser, tmp_path):
     assert int(browser.js("document.querySelector('#summaryList dd[data-key=lost]').dataset.value")) == p.lost
     marks = browser.js("pmuscopeReport.timeline.lost")
     untimed = browser.js("pmuscopeReport.timeline.lost_untimed")
-    # every drop record is drawn or noted (LOST in time, LOST_SAMPLES written at the end untimed)
-    assert marks and sum(m[1] for m in marks) + untimed == p.stats.lost + p.stats.lost_samples
-    assert int(browser.js("document.querySelector('.tl-lost').dataset.total")) == sum(m[1] for m in marks)
+    scanned = scan_lost(path)
+    # every drop record is drawn or noted (LOST in time, LOST_SAMPLES written at the end untimed),
+    # whatever its time: the same totals as the Profile's stats and as a scan of the file's records
+    drawn = sum(m[1] for m in marks)
+    assert marks and (drawn, untimed) == (int(scanned.lost[scanned.time > 0].sum()),
+                                          int(scanned.lost[scanned.time == 0].sum()))
+    assert drawn + untimed == p.stats.lost + p.stats.lost_samples == scanned.total
+    assert sum(m[2] for m in marks) == int((scanned.time > 0).sum())  # records, too
+    assert int(browser.js("document.querySelector('.tl-lost').dataset.total")) == drawn
+    if kind == "synthetic":
+        from ..unit.test_html_report import EDGE_LOST
+
+        assert marks[0][1] == EDGE_LOST["before"] and marks[-1][1] == EDGE_LOST["after"]
+        assert (marks[0][0], marks[-1][0]) == (0, browser.js("pmuscopeReport.timeline.nbins") - 1)
+        assert untimed == EDGE_LOST["untimed"]
     # the marker is drawn: the lost row's canvas is red at the first marker's bucket
     red = browser.js(f"""(() => {{ const c = document.querySelector('.tl-lost canvas'); const g = c.getContext('2d');
         const x = Math.floor(({marks[0][0]} + 0.5) * c.width / pmuscopeReport.timeline.nbins);
@@ -230,5 +265,38 @@ def test_html_report_lost_markers_in_chromium(browser, tmp_path):
     shot = _full_page_shot(browser, str(tmp_path / "lossy.png"))
     assert os.path.getsize(shot) > 20000
     os.makedirs(SHOT_DIR, exist_ok=True)
-    shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png"))
+    shutil.copy(shot, os.path.join(SHOT_DIR, "html_report.png" if kind == "perf" else "html_report_synthetic.png"))
     assert browser.errors() == []
+
+
+@pytest.mark.parametrize("which", ["deep_tower", "demo"])
+def test_html_report_first_screen(browser, tmp_path, which):
+    """The report opens with the flame graph (icicle, as the stand-alone page)
+    right below a compact summary: the 5 widest frames of the profile are
+    inside the 1280x800 viewport and inside the embedded frame's box, without
+    scrolling, for a 128-deep 2-sample tower beside a wide graph and for
+    `pmuscope profile`'s demo recording."""
+    from pmuscope.profile.export import folded_stacks
+
+    if which == "deep_tower":
+        p = deep_tower_profile(str(tmp_path))
+        page = write_report_html(p, str(tmp_path / "deep.html"))
+        folded = folded_stacks(p)
+    else:
+        prefix = demo_profile(str(tmp_path))
+        page = write_report_html(prefix + ".data", str(tmp_path / "demo.html"))
+        folded = open(prefix + ".folded").read()
+    set_viewport(browser)
+    try:
+        browser.open(page)
+        _wait(browser, "document.body.dataset.ready === '1' && document.body.dataset.flameReady === '1'")
+        assert browser.errors() == []
+        fdoc = "document.getElementById('flame').contentDocument"
+        assert browser.js(f"{fdoc}.body.dataset.mode") == "icicle"
+        check_first_screen(frames_in_viewport(browser, embedded=True), folded)
+        shot = browser.screenshot(str(tmp_path / f"first-{which}.png"))
+        os.makedirs(SHOT_DIR, exist_ok=True)
+        shutil.copy(shot, os.path.join(SHOT_DIR, f"html_report_first_{which}.png"))
+        assert browser.errors() == []
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")

@@ -19,6 +19,7 @@ import pytest
 
 from pmuscope.symbols import KernelSymbols, Maps, Symbolizer
 from tests.unit.test_symbols_elf import bins  # noqa: F401  (fixture)
+from tests.unit.test_symbols_labels import zs_binary  # noqa: F401  (fixture)
 
 
 def _nm_names_at(path: str, dynamic: bool = False) -> dict[int, set[str]]:
@@ -277,3 +278,31 @@ def test_symbols_agree_with_perf_script(perf_bin, tmp_path):
     plt_only = [o for o in other if o[1].split("+")[0].endswith("@plt")]
     assert len(other) == len(plt_only), other[:10]
     assert same >= 0.97 * total
+
+
+def test_zero_size_symbols_agree_with_perf_script(perf_bin, zs_binary, tmp_path):
+    """A program spinning in an assembly label (STT_NOTYPE, size 0), a
+    function symbol without a size and a local label, recorded by perf and by
+    pmuscope: `pmuscope script -F ip,sym,symoff` prints perf script's lines
+    (``zs_label+0x4``, not ``[unknown]`` or the symbol before) on both files."""
+    n = "60000000"
+    for tool in ("perf", "pmuscope"):
+        data = str(tmp_path / f"{tool}.data")
+        if tool == "perf":
+            cmd = [perf_bin, "record", "-q", "-e", "cpu-clock", "-o", data, "--", zs_binary["exe"], n]
+        else:
+            cmd = [sys.executable, "-m", "pmuscope", "record", "-q", "-e", "cpu-clock", "-o", data, "--",
+                   zs_binary["exe"], n]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        theirs = subprocess.run([perf_bin, "script", "-i", data, "-F", "ip,sym,symoff"], capture_output=True,
+                                text=True, timeout=120).stdout
+        ours = subprocess.run([sys.executable, "-m", "pmuscope", "script", "-i", data, "-F", "ip,sym,symoff"],
+                              capture_output=True, text=True, timeout=120, check=True).stdout
+        their_lines = [ln.split() for ln in theirs.splitlines() if ln.strip()]
+        our_lines = [ln.split() for ln in ours.splitlines() if ln.strip()]
+        assert our_lines == their_lines, tool
+        named = defaultdict(int)
+        for ln in our_lines:
+            named[ln[1].split("+")[0]] += 1
+        for sym in ("zs_label", "zs_func", "zs_local"):
+            assert named[sym] >= 5, (tool, dict(named))

@@ -78,9 +78,16 @@ def test_lost_markers_aggregate_per_bucket_and_skip_untimed():
     assert lost_markers(LostEvents.empty(), 0, 10, 10) == []
 
 
-def _write_lossy(path, *, time_ok=True):
+#: the drops _write_lossy(edges=True) adds: a LOST record 50 us before the first sample (the kernel
+#: writes LOST when the ring has room again, with that moment's time: it can come before the first
+#: sample kept), one 40 us after the last, and an untimed LOST_SAMPLES at the end (as perf 6.x writes)
+EDGE_LOST = {"before": 11, "after": 13, "untimed": 29}
+
+
+def _write_lossy(path, *, time_ok=True, edges=False):
     """A cpu-clock recording of two threads on two CPUs with LOST and
-    LOST_SAMPLES records between the samples."""
+    LOST_SAMPLES records between the samples (and, with ``edges``, the
+    records of :data:`EDGE_LOST` outside the samples' time range)."""
     st = ST if time_ok else (ST & ~S.TIME)
     attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1000, sample_id_all=1)
     w = PerfDataWriter(str(path), [(attr, [], "cpu-clock")], host=False, argv=["perf", "record", "-a", "--", "x"])
@@ -91,6 +98,8 @@ def _write_lossy(path, *, time_ok=True):
         return synth.sample_id(st, pid=7, tid=7, time=t, cpu=cpu)
 
     recs = [synth.comm(7, 7, "main", sample_id=sid(T0, 0)), synth.comm(7, 8, "worker", sample_id=sid(T0, 0))]
+    if edges:
+        recs.append(synth.record(R.LOST, 0, struct.pack("<QQ", 0, EDGE_LOST["before"]) + sid(T0 - 50_000, 1)))
     for i in range(300):
         t = T0 + i * 1000
         recs.append(synth.sample(st, ip=0x1000, pid=7, tid=7 if i % 3 else 8, time=t, cpu=i % 2, period=1000))
@@ -98,6 +107,9 @@ def _write_lossy(path, *, time_ok=True):
             recs.append(synth.record(R.LOST, 0, struct.pack("<QQ", 0, 17) + sid(t + 1, 1)))
         if i == 250:
             recs.append(synth.record(R.LOST_SAMPLES, 0, struct.pack("<Q", 5) + sid(t + 1, 0)))
+    if edges:
+        recs.append(synth.record(R.LOST, 0, struct.pack("<QQ", 0, EDGE_LOST["after"]) + sid(T0 + 339_000, 0)))
+        recs.append(synth.record(R.LOST_SAMPLES, 0, struct.pack("<Q", EDGE_LOST["untimed"]) + sid(0, 0)))
     w.write(b"".join(recs))
     w.set_sample_time(T0, T0 + 299 * 1000)
     w.close()
@@ -148,6 +160,25 @@ def test_report_of_a_file_with_lost_records(tmp_path):
     d3 = _data(open(out2, encoding="utf-8").read())
     assert d3["summary"]["samples"] == 100 and d3["timeline"]["threads"]["keys"] == [8]
     assert d3["top"]["rows"][0][3] == "worker" and d3["top"]["rows"][0][0] == pytest.approx(100.0)
+
+
+def test_lost_records_outside_the_samples_are_marked(tmp_path):
+    """A LOST record timed before the first sample or after the last one is
+    still marked (the timeline's range stretches to it), so the markers plus
+    the untimed records add up to every lost count of the file."""
+    path = str(_write_lossy(tmp_path / "edges.data", edges=True))
+    p, lost, feats = load_for_report(path, kernel_symbols=False)
+    assert (p.stats.lost, p.stats.lost_samples) == (17 + 11 + 13, 5 + 29)
+    d = report_data(p, lost, feats, nbins=389)
+    tl = d["timeline"]
+    assert (tl["t0"], tl["t1"]) == (T0 - 50_000, T0 + 339_000)
+    # 389 buckets of 1000 ns from T0 - 50 us: the edge records in the first and last bucket
+    assert tl["lost"] == [[0, 11, 1], [150, 17, 1], [300, 5, 1], [388, 13, 1]]
+    assert tl["lost_untimed"] == 29
+    assert sum(m[1] for m in tl["lost"]) + tl["lost_untimed"] == p.stats.lost + p.stats.lost_samples
+    assert sum(sum(r) for r in tl["threads"]["counts"]) == 300
+    # the summary's duration stays the samples' span (HEADER_SAMPLE_TIME)
+    assert d["summary"]["duration_s"] == pytest.approx(299e-6) and d["summary"]["lost"] == 5 + 29
 
 
 def test_top_table_rows_and_cap(tmp_path):

@@ -79,8 +79,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--folded", metavar="FILE", help="also write folded stacks to FILE ('-' for stdout, no table)")
     p.add_argument("--flamegraph", metavar="FILE.html", help="also write an HTML flame graph to FILE.html")
-    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (summary, top table, "
-                   "flame graph, per-thread and per-CPU timelines, lost-sample markers)")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (summary, flame graph, "
+                   "top table, per-thread and per-CPU timelines, lost-sample markers)")
     p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
     add_filter_options(p)
 

@@ -6,13 +6,15 @@ holds:
 - a summary from the perf.data header features (HEADER_CMDLINE, HOSTNAME,
   OSRELEASE, NRCPUS, CPUDESC, SAMPLE_TIME) and the decoded stream: events,
   samples, lost samples (PERF_RECORD_LOST + PERF_RECORD_LOST_SAMPLES), duration;
+  laid out three items a row so that it stays a few lines tall;
+- the interactive flame graph of :mod:`pmuscope.profile.flamegraph` (the same
+  page, embedded as an ``iframe srcdoc``, so click-to-zoom and search work as
+  in the stand-alone file), right below the summary and in the same default
+  (icicle) orientation, so that the first screen shows its widest frames;
 - the top table (overhead, samples, event, comm, dso, sym) of
   :func:`~pmuscope.profile.build_report`, sortable by clicking a header, with a
   search box (a regular expression) that filters the rows and highlights the
   matching frames of the flame graph;
-- the interactive flame graph of :mod:`pmuscope.profile.flamegraph` (the same
-  page, embedded as an ``iframe srcdoc``, so click-to-zoom and search work as
-  in the stand-alone file);
 - timelines: sample density over time per thread and per CPU, binned with
   numpy into at most 1000 buckets per row (rows capped to the busiest ones,
   with a note saying how many were left out), and markers at the times of
@@ -166,15 +168,22 @@ def _features(pf) -> dict:
 
 
 # --- data preparation (numpy) --------------------------------------------------------
-def time_range(p: Profile, features: dict | None = None) -> tuple[int, int] | None:
+def time_range(p: Profile, features: dict | None = None, lost: LostEvents | None = None) -> tuple[int, int] | None:
     """``(t0, t1)`` in ns covering every sample (and HEADER_SAMPLE_TIME when it
-    is consistent with them); None when samples carry no time."""
+    is consistent with them) and every timed record of ``lost``: a
+    PERF_RECORD_LOST carries the time the kernel wrote it, which can come
+    before the first sample kept or after the last one; None when samples
+    carry no time."""
     if not p.has_time or not len(p):
         return None
     t0, t1 = int(p.time.min()), int(p.time.max())
     st = (features or {}).get("sample_time")
     if st is not None and st[0] <= t0 and st[1] >= t1 and (st[1] - st[0]) <= 4 * max(t1 - t0, 1):
         t0, t1 = st
+    if lost is not None and len(lost):
+        timed = lost.time[lost.time > 0]
+        if len(timed):
+            t0, t1 = min(t0, int(timed.min())), max(t1, int(timed.max()))
     return t0, t1
 
 
@@ -265,8 +274,10 @@ def thread_labels(p: Profile, tids: np.ndarray) -> list[str]:
 
 def timeline_data(p: Profile, lost: LostEvents, features: dict | None = None, *, nbins: int = MAX_BINS,
                   max_rows: int = 48) -> dict:
-    """The timelines section: per-thread and per-CPU rows and lost markers."""
-    tr = time_range(p, features)
+    """The timelines section: per-thread and per-CPU rows and lost markers
+    (over a time range that holds every timed lost record, so the markers add
+    up to the timed records' total)."""
+    tr = time_range(p, features, lost)
     if tr is None:
         return {"available": False, "note": "the samples carry no time (PERF_SAMPLE_TIME): no timelines"
                 if len(p) else "no samples"}
@@ -386,9 +397,8 @@ def render_report_html(profile_or_path: Profile | str | os.PathLike, *, title: s
     name = os.path.basename(p.source) if p.source else "recording"
     title = title or f"pmuscope report: {name}"
     ev = ",".join(data["summary"]["events"])
-    # icicle (root on top): deep stacks would push the busy part of a flame
-    # graph below the fold of the embedded frame
-    flame = render_html(folded_stacks(p), title="Flame graph", icicle=True,
+    # the flame graph's default orientation (icicle, root on top), as in `pmuscope profile`'s page
+    flame = render_html(folded_stacks(p), title="Flame graph",
                         subtitle=f"{len(p)} samples of {ev}" + (f", {p.lost} lost" if p.lost else ""))
     payload = json.dumps({"title": title, **data}, separators=(",", ":")).replace("</", "<\\/")
     flame_json = json.dumps(flame).replace("</", "<\\/")
@@ -424,8 +434,10 @@ _TEMPLATE = r"""<!DOCTYPE html>
  section{margin:10px 14px;background:#fff;border:1px solid #ddd;border-radius:4px}
  section h2{font-size:13px;margin:0;padding:6px 10px;background:#eceff1;border-bottom:1px solid #ddd}
  .note{color:#8a5a00;padding:3px 10px}
- #summary dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:8px 10px}
+ #summary dl{display:grid;grid-template-columns:repeat(3,max-content minmax(0,1fr));gap:2px 14px;margin:8px 10px}
  #summary dt{color:#555} #summary dd{margin:0;word-break:break-all}
+ #summary dd[data-key=cmdline],#summary dd[data-key=source]{grid-column:2/-1}
+ @media (max-width:900px){#summary dl{grid-template-columns:max-content minmax(0,1fr)} #summary dd[data-key]{grid-column:auto}}
  table{border-collapse:collapse;width:100%}
  th{position:sticky;top:0;background:#f5f5f5;text-align:left;padding:3px 8px;cursor:pointer;user-select:none;border-bottom:1px solid #ccc;white-space:nowrap}
  th[aria-sort=ascending]::after{content:" \25B2"} th[aria-sort=descending]::after{content:" \25BC"}
@@ -447,9 +459,9 @@ _TEMPLATE = r"""<!DOCTYPE html>
  <input id="search" type="search" placeholder="Search symbols, DSOs, commands (regex)" aria-label="search">
  <span id="rowsShown"></span></header>
 <section id="summary"><h2>Summary</h2><dl id="summaryList"></dl><div id="summaryNotes"></div></section>
+<section id="flamesec"><h2>Flame graph</h2><iframe id="flame" title="flame graph"></iframe></section>
 <section id="top"><h2>Top symbols</h2><div id="topNote" class="note"></div>
  <div id="tablewrap"><table id="toptable"><thead><tr id="tophead"></tr></thead><tbody id="topbody"></tbody></table></div></section>
-<section id="flamesec"><h2>Flame graph</h2><iframe id="flame" title="flame graph"></iframe></section>
 <section id="timelines"><h2>Timelines (samples over time)</h2>
  <div class="tl" id="tlThreadsSec"><b>Threads</b> <span id="threadsNote" class="note"></span><div id="threads"></div></div>
  <div class="tl" id="tlCpusSec"><b>CPUs</b> <span id="cpusNote" class="note"></span><div id="cpus"></div></div>
@@ -544,8 +556,13 @@ function flameSearch(){
   box.dispatchEvent(new Event("input"));
 }
 function fitFlame(){
+  // the height of the content (the bottom of its last element), not the document's scrollHeight:
+  // that is at least the frame's own height, so it would only ever grow
   const doc = flameDoc(); if (!doc || !doc.body) return;
-  flame.style.height = Math.min(doc.documentElement.scrollHeight + 4, 640) + "px";
+  const last = doc.getElementById("status");
+  const h = last ? Math.ceil(last.getBoundingClientRect().bottom + doc.defaultView.scrollY) + 4 : doc.body.scrollHeight + 4;
+  const px = Math.min(h, 640) + "px";
+  if (flame.style.height !== px) flame.style.height = px;
 }
 flame.addEventListener("load", () => {
   flameReady = true; fitFlame(); flameSearch();

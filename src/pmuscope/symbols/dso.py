@@ -143,7 +143,9 @@ def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
         st_size=np.concatenate([raw.st_size, np.array([p[1] for p in plt], dtype=np.uint64)]),
         st_info=np.concatenate([raw.st_info, np.full(n, (STB_GLOBAL << 4) | STT_FUNC, np.uint8)]),
         st_shndx=np.concatenate([raw.st_shndx, np.full(n, 1, np.uint16)]),
-        strtab=bytes(blob), section=raw.section)
+        strtab=bytes(blob), section=raw.section,
+        st_other=None if raw.st_other is None else np.concatenate([raw.st_other, np.zeros(n, np.uint8)]),
+        label_sections=raw.label_sections)
 
 
 def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,

@@ -36,6 +36,7 @@ EM_AARCH64 = 183
 SHT_NOTE = 7
 SHF_COMPRESSED = 0x800
 SHF_EXECINSTR = 0x4
+SHF_ALLOC = 0x2
 # p_type
 PT_LOAD = 1
 PT_NOTE = 4
@@ -48,7 +49,10 @@ STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
 STB_WEAK = 2
+STV_INTERNAL = 1
+STV_HIDDEN = 2
 SHN_UNDEF = 0
+SHN_ABS = 0xFFF1
 SHN_LORESERVE = 0xFF00
 SHN_XINDEX = 0xFFFF
 NT_GNU_BUILD_ID = 3
@@ -100,7 +104,11 @@ class Segment:
 @dataclass
 class RawSymbols:
     """A symbol table as columns: ``st_value``, ``st_size``, ``st_info``,
-    ``st_shndx`` and ``st_name`` (offsets into ``strtab``)."""
+    ``st_shndx`` and ``st_name`` (offsets into ``strtab``); ``st_other``
+    (visibility) and ``label_sections`` (per section index: 1 for an
+    ``SHF_ALLOC`` section whose name contains "text", 2 for one whose name
+    contains "data", else 0: where perf takes ``STT_NOTYPE`` labels) when
+    read from a file, None when unknown (no label is then taken)."""
 
     st_name: np.ndarray
     st_value: np.ndarray
@@ -109,6 +117,8 @@ class RawSymbols:
     st_shndx: np.ndarray
     strtab: bytes
     section: str
+    st_other: np.ndarray | None = None
+    label_sections: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.st_value)
@@ -349,7 +359,18 @@ class ElfFile:
             st_shndx=arr["st_shndx"].astype(np.uint16),
             strtab=strtab,
             section=which,
+            st_other=arr["st_other"].copy(),
+            label_sections=self.label_sections(),
         )
+
+    def label_sections(self) -> np.ndarray:
+        """Per section index, where perf takes ``STT_NOTYPE`` labels defined
+        there as symbols (``dso__load_sym_internal``: the section occupies
+        memory, ``SHF_ALLOC``, and ``elf_sec__filter`` passes): 1 when its
+        name contains "text", 2 when it contains "data" (and not "text"), 0
+        otherwise."""
+        return np.array([0 if not sec.sh_flags & SHF_ALLOC else 1 if "text" in sec.name
+                         else 2 if "data" in sec.name else 0 for sec in self.sections], dtype=np.uint8)
 
     def plt_symbols(self) -> list[tuple[int, int, str, int]]:
         """Synthesized ``name@plt`` symbols for the PLT entries, as

@@ -13,8 +13,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .elf import (SHN_LORESERVE, SHN_UNDEF, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC,
-                  STT_OBJECT, RawSymbols)
+from .elf import (SHN_ABS, SHN_LORESERVE, SHN_UNDEF, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC,
+                  STT_NOTYPE, STT_OBJECT, STV_HIDDEN, STV_INTERNAL, RawSymbols)
 
 _U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -96,18 +96,30 @@ class SymbolTable:
     @classmethod
     def from_elf(cls, raw: RawSymbols, *, include_objects: bool = False) -> "SymbolTable":
         """Build from an ELF symbol table the way perf does: defined function
-        symbols (STT_FUNC, STT_GNU_IFUNC; objects too with ``include_objects``),
-        one symbol per address chosen by perf's ``choose_best_symbol`` rules
-        (sized over zero-sized, non-weak over weak, global over local, fewer
-        leading underscores, longer name), zero sizes fixed up to the next
-        symbol."""
+        symbols (STT_FUNC, STT_GNU_IFUNC; objects too with ``include_objects``)
+        and the labels perf takes (``elf_sym__is_label``: STT_NOTYPE, not
+        hidden or internal, in an allocated section whose name contains "text",
+        such as ld.so's ``_dl_start_user`` or an assembly entry point; or
+        "data", with ``include_objects``), one symbol per address chosen by perf's ``choose_best_symbol``
+        rules (sized over zero-sized, non-weak over weak, global over local,
+        fewer leading underscores, longer name), zero sizes fixed up to the
+        next symbol (``symbols__fixup_end``)."""
         stt = raw.st_info & 0xF
         bind = raw.st_info >> 4
         want = (stt == STT_FUNC) | (stt == STT_GNU_IFUNC)
         if include_objects:
             want |= stt == STT_OBJECT
         want &= raw.st_shndx != SHN_UNDEF
-        want &= (raw.st_shndx < SHN_LORESERVE) | (raw.st_shndx == 0xFFF1)  # SHN_ABS allowed
+        want &= (raw.st_shndx < SHN_LORESERVE) | (raw.st_shndx == SHN_ABS)  # SHN_ABS allowed
+        if raw.label_sections is not None and raw.st_other is not None and len(raw.label_sections):
+            vis = raw.st_other & 0x3
+            shndx = raw.st_shndx.astype(np.int64)
+            in_range = shndx < len(raw.label_sections)
+            label = (stt == STT_NOTYPE) & (raw.st_name != 0) & (shndx != SHN_UNDEF) & in_range & (vis != STV_HIDDEN) & (vis != STV_INTERNAL)
+            kind = raw.label_sections[np.where(in_range, shndx, 0)]
+            # code labels; data labels go with data objects (``include_objects``)
+            label &= (kind == 1) | ((kind == 2) & include_objects)
+            want |= label
         want &= raw.st_value != 0
         strtab = np.frombuffer(raw.strtab, dtype=np.uint8) if raw.strtab else np.zeros(1, np.uint8)
         name_off = raw.st_name
