@@ -36,6 +36,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--no-inherit", action="store_true", help="do not follow child tasks")
     p.add_argument("-B", "--no-buildid", action="store_true", help="do not write the build-id table")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after SECONDS (else at command exit or Ctrl-C)")
+    p.add_argument("--no-python-frames", action="store_true",
+                   help="do not name Python functions: by default CPython processes the command starts get "
+                   "per-function trampolines named in /tmp/perf-PID.map (py::QUALNAME:FILE; 3.12+: -X perf)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     push = p.add_argument_group("pushing to a continuous-profiling back end")
     push.add_argument("--push", metavar="URL", help="after recording, send the profile (pprof) to a Pyroscope-"
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         mmap_pages=args.mmap_pages,
         inherit=False if args.no_inherit else None,
         build_ids=not args.no_buildid,
+        python_frames=not args.no_python_frames,
         argv=["pmuscope", "record", *sys.argv[2:]] if len(sys.argv) > 1 and sys.argv[1] == "record" else None,
     )
     started = time.time()

@@ -166,6 +166,11 @@ class Recorder:
     mmaps (``mmap_data``), as ``-d`` does. A kernel that rejects
     WEIGHT_STRUCT gets WEIGHT instead, like perf.
 
+    ``python_frames=True`` names Python functions in the stacks of CPython
+    processes: ``cmd`` runs with :func:`pyframes.child_env
+    <pmuscope.sampling.pyframes.child_env>` (perf maps with ``py::`` names);
+    for ``pid``, a note says when a Python process has no map.
+
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
     called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
     :meth:`records` / call :meth:`poll` yourself, then :meth:`close`.
@@ -193,6 +198,7 @@ class Recorder:
         sysfs_root: str = "/sys",
         procfs_root: str = "/proc",
         build_ids: bool = True,
+        python_frames: bool = False,
     ) -> None:
         from ..events import parse_events, record_defaults
 
@@ -241,6 +247,14 @@ class Recorder:
         self.procfs_root = procfs_root
         self.build_ids = build_ids
         self.argv = argv
+        self.python_frames = python_frames
+        if python_frames and self.pids:
+            from .pyframes import attach_note
+
+            for p in self.pids:
+                note = attach_note(p, procfs_root)
+                if note:
+                    self.notes.append(note)
         if inherit is None:
             inherit = not self.tids  # perf: -t implies --no-inherit
         if specs is not None:
@@ -415,7 +429,12 @@ class Recorder:
             if self.cmd is not None:
                 from ..counting.workload import Workload
 
-                self.workload = Workload(self.cmd)
+                env = None
+                if self.python_frames:
+                    from .pyframes import child_env
+
+                    env = child_env()
+                self.workload = Workload(self.cmd, env=env)
             self._open()
             if self.output is not None:
                 self._open_writer()

@@ -1,0 +1,429 @@
+/*
+ * pmuscope._pyperf: Python function names for perf on CPython <= 3.11.
+ *
+ * CPython 3.12 added `-X perf` (Python/perf_trampoline.c): every Python
+ * function is evaluated through a tiny piece of machine code of its own, and
+ * the interpreter writes /tmp/perf-PID.map naming that code "py::QUALNAME:FILE".
+ * A sampled stack then holds, between the C frames of the evaluation loop, a
+ * return address inside the function's own trampoline, which perf (and
+ * pmuscope) name through the map.
+ *
+ * This module gives older interpreters the same mechanism through the
+ * frame-evaluation hook of PEP 523: `activate()` installs an evaluator that
+ * looks up (or creates) the code object's trampoline and calls
+ *     trampoline(tstate, frame, throw, _PyEval_EvalFrameDefault)
+ * which keeps a frame-pointer frame and calls the real evaluator.
+ *
+ * why a hook costs more than in 3.12: with a custom eval function 3.11's
+ * ceval no longer inlines Python-to-Python calls (ceval.c, `_Py_EnterRecursivePy`
+ * path is skipped when interp->eval_frame is set), so every Python call gets
+ * its own C frame -- which is exactly what makes it visible on the C stack.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#  define PYPERF_311 1
+#  ifndef Py_BUILD_CORE
+#    define Py_BUILD_CORE 1
+#  endif
+#  include "internal/pycore_frame.h"
+typedef struct _PyInterpreterFrame eval_frame_t;
+#  define FRAME_CODE(f) ((f)->f_code)
+#elif PY_VERSION_HEX >= 0x03090000 && PY_VERSION_HEX < 0x030B0000
+#  define PYPERF_OLD 1
+#  include <frameobject.h>
+typedef PyFrameObject eval_frame_t;
+#  define FRAME_CODE(f) ((f)->f_code)
+#endif
+
+#if defined(PYPERF_311) || defined(PYPERF_OLD)
+#  define PYPERF_SUPPORTED 1
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef PYPERF_SUPPORTED
+
+typedef PyObject *(*eval_func_t)(PyThreadState *, eval_frame_t *, int);
+typedef PyObject *(*trampoline_t)(PyThreadState *, eval_frame_t *, int, eval_func_t);
+
+/* The trampoline: a frame-pointer frame around a call of its 4th argument.
+ * why the frame pointer: the code has no CFI, and unwinders that find none
+ * (libunwind, libdw, pmuscope's own) step through it by the frame-pointer
+ * chain; the evaluator it calls restores %rbp/x29 through its own CFI. */
+#if defined(__x86_64__)
+static const unsigned char tramp_code[] = {
+    0x55,             /* push %rbp        */
+    0x48, 0x89, 0xe5, /* mov  %rsp,%rbp   */
+    0xff, 0xd1,       /* call *%rcx       */
+    0x5d,             /* pop  %rbp        */
+    0xc3,             /* ret              */
+};
+#elif defined(__aarch64__)
+static const unsigned int tramp_code[] = {
+    0xa9bf7bfd,       /* stp x29, x30, [sp, #-16]! */
+    0x910003fd,       /* mov x29, sp               */
+    0xd63f0060,       /* blr x3                    */
+    0xa8c17bfd,       /* ldp x29, x30, [sp], #16   */
+    0xd65f03c0,       /* ret                       */
+};
+#else
+#  define PYPERF_NO_TRAMPOLINE 1
+#endif
+
+#define SLOT (sizeof(tramp_code) <= 16 ? 16 : 32)  /* bytes per trampoline (code padded with traps) */
+#define ARENA_SIZE (64 * 1024)        /* trampolines are carved out of arenas of this size */
+
+static char *arena_next = NULL;       /* next free slot in the current arena */
+static char *arena_end = NULL;
+static Py_ssize_t extra_index = -1;   /* code-object extra slot holding the trampoline */
+static int active = 0;
+static int map_fd = -1;
+static pid_t map_pid = 0;             /* the process map_fd was opened for */
+static char map_dir[256] = "/tmp";
+static unsigned long n_trampolines = 0;
+static int write_errors = 0;
+
+/* every map line written, so a forked child can start its own map with them */
+static char *lines = NULL;
+static size_t lines_len = 0, lines_cap = 0;
+
+static int
+new_arena(void)
+{
+    char *mem = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        return -1;
+    }
+    for (size_t off = 0; off + SLOT <= ARENA_SIZE; off += SLOT) {
+        memset(mem + off, 0, SLOT);
+#if defined(__x86_64__)
+        memset(mem + off, 0xcc, SLOT);  /* int3 padding */
+#endif
+        memcpy(mem + off, tramp_code, sizeof(tramp_code));
+    }
+    /* why mprotect rather than mapping RWX: W^X; and the kernel reports the
+     * new executable mapping to perf (PERF_RECORD_MMAP) when exec is added */
+    if (mprotect(mem, ARENA_SIZE, PROT_READ | PROT_EXEC) != 0) {
+        munmap(mem, ARENA_SIZE);
+        return -1;
+    }
+    __builtin___clear_cache(mem, mem + ARENA_SIZE);
+    arena_next = mem;
+    arena_end = mem + ARENA_SIZE;
+    return 0;
+}
+
+static int
+open_map(void)
+{
+    char path[320];
+    snprintf(path, sizeof(path), "%s/perf-%ld.map", map_dir, (long)getpid());
+    /* why O_NOFOLLOW and the owner check: /tmp is shared; never write through a
+     * link someone planted, nor append to a file another user owns (perf also
+     * refuses maps not owned by the reading user or root) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
+}
+
+static void
+write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            write_errors++;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* After a fork, the child's entries go to its own map: perf-CHILDPID.map,
+ * started with every entry inherited from the parent. */
+static void
+reopen_after_fork(void)
+{
+    if (map_fd >= 0) {
+        close(map_fd);
+    }
+    map_fd = open_map();
+    map_pid = getpid();
+    if (map_fd >= 0 && lines_len) {
+        write_all(map_fd, lines, lines_len);
+    }
+}
+
+static void
+map_write(uintptr_t start, size_t size, PyCodeObject *co)
+{
+    /* why check the pid here too: at-fork handlers registered before ours
+     * (threading's) already run Python code in the child */
+    if (map_pid != getpid()) {
+        reopen_after_fork();
+    }
+    const char *name = NULL, *file = NULL;
+#ifdef PYPERF_311
+    name = PyUnicode_AsUTF8(co->co_qualname);
+#else
+    name = PyUnicode_AsUTF8(co->co_name);
+#endif
+    if (name == NULL) {
+        PyErr_Clear();
+        name = "<unknown>";
+    }
+    file = PyUnicode_AsUTF8(co->co_filename);
+    if (file == NULL) {
+        PyErr_Clear();
+        file = "<unknown>";
+    }
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), "%lx %lx py::%s:%s\n", (unsigned long)start, (unsigned long)size, name, file);
+    if (n < 0) {
+        return;
+    }
+    if ((size_t)n >= sizeof(buf)) {  /* a huge name: keep the line, cut the text */
+        n = sizeof(buf) - 1;
+        buf[n - 1] = '\n';
+    }
+    for (int i = 0; i < n - 1; i++) {  /* one line per entry, whatever the name holds */
+        if (buf[i] == '\n' || buf[i] == '\r') {
+            buf[i] = ' ';
+        }
+    }
+    if (lines_len + (size_t)n > lines_cap) {
+        size_t cap = lines_cap ? lines_cap * 2 : 64 * 1024;
+        while (cap < lines_len + (size_t)n) {
+            cap *= 2;
+        }
+        char *p = realloc(lines, cap);
+        if (p != NULL) {
+            lines = p;
+            lines_cap = cap;
+        }
+    }
+    if (lines_len + (size_t)n <= lines_cap) {
+        memcpy(lines + lines_len, buf, (size_t)n);
+        lines_len += (size_t)n;
+    }
+    if (map_fd >= 0) {
+        /* one write(2) per line with O_APPEND: the file holds whole lines
+         * even if the process dies, and perf reads it after the run */
+        write_all(map_fd, buf, (size_t)n);
+    }
+}
+
+static trampoline_t
+trampoline_for(PyCodeObject *co)
+{
+    void *extra = NULL;
+    if (_PyCode_GetExtra((PyObject *)co, extra_index, &extra) == 0 && extra != NULL) {
+        return (trampoline_t)extra;
+    }
+    if (arena_next == NULL || arena_next + SLOT > arena_end) {
+        if (new_arena() != 0) {
+            return NULL;
+        }
+    }
+    char *t = arena_next;
+    if (_PyCode_SetExtra((PyObject *)co, extra_index, t) != 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    arena_next += SLOT;
+    n_trampolines++;
+    map_write((uintptr_t)t, sizeof(tramp_code), co);
+    return (trampoline_t)t;
+}
+
+static PyObject *
+evaluator(PyThreadState *ts, eval_frame_t *frame, int throw)
+{
+    trampoline_t f = trampoline_for(FRAME_CODE(frame));
+    if (f == NULL) {
+        return _PyEval_EvalFrameDefault(ts, frame, throw);
+    }
+    return f(ts, frame, throw, _PyEval_EvalFrameDefault);
+}
+
+#endif /* PYPERF_SUPPORTED */
+
+#if defined(PYPERF_SUPPORTED) && !defined(PYPERF_NO_TRAMPOLINE)
+static PyObject *pyperf_after_fork_child(PyObject *self, PyObject *unused);
+static PyMethodDef fork_def = {"after_fork_child", pyperf_after_fork_child, METH_NOARGS, NULL};
+
+/* why os.register_at_fork and not pthread_atfork: it runs for os.fork() only,
+ * not for the fork of subprocess (which execs another program at once and
+ * must not get a map of code it no longer has) */
+static int
+register_fork_handler(PyObject *self)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL) {
+        return -1;
+    }
+    PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+    Py_DECREF(os);
+    if (reg == NULL) {
+        return -1;
+    }
+    PyObject *fn = PyCFunction_New(&fork_def, self);
+    PyObject *args = PyTuple_New(0);
+    PyObject *kw = Py_BuildValue("{s:O}", "after_in_child", fn);
+    PyObject *res = (fn && args && kw) ? PyObject_Call(reg, args, kw) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_DECREF(reg);
+    if (res == NULL) {
+        return -1;
+    }
+    Py_DECREF(res);
+    return 0;
+}
+#endif
+
+PyDoc_STRVAR(activate_doc,
+"activate(map_dir='/tmp') -> bool\n\n"
+"Evaluate every Python function of this interpreter through a trampoline of\n"
+"its own and name the trampolines in MAP_DIR/perf-PID.map (py::QUALNAME:FILE).\n"
+"False when this interpreter or machine cannot (CPython >= 3.12 has\n"
+"sys.activate_stack_trampoline instead) or another frame evaluator is set.");
+
+static PyObject *
+pyperf_activate(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"map_dir", NULL};
+    const char *dir = "/tmp";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|s:activate", kwlist, &dir)) {
+        return NULL;
+    }
+#if defined(PYPERF_SUPPORTED) && !defined(PYPERF_NO_TRAMPOLINE)
+    if (active) {
+        Py_RETURN_TRUE;
+    }
+    PyInterpreterState *interp = PyThreadState_Get()->interp;
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) != _PyEval_EvalFrameDefault) {
+        Py_RETURN_FALSE;  /* a debugger or another profiler owns the hook */
+    }
+    if (strlen(dir) >= sizeof(map_dir)) {
+        PyErr_SetString(PyExc_ValueError, "map_dir is too long");
+        return NULL;
+    }
+    strcpy(map_dir, dir);
+    if (extra_index < 0) {
+        extra_index = _PyEval_RequestCodeExtraIndex(NULL);
+        if (extra_index < 0) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    map_fd = open_map();
+    if (map_fd < 0) {
+        char path[320];
+        snprintf(path, sizeof(path), "%s/perf-%ld.map", map_dir, (long)getpid());
+        return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+    }
+    map_pid = getpid();
+    if (register_fork_handler(self) != 0) {
+        close(map_fd);
+        map_fd = -1;
+        return NULL;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(interp, evaluator);
+    active = 1;
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
+PyDoc_STRVAR(after_fork_child_doc,
+"after_fork_child()\n\n"
+"In a forked child: start this process's own perf-PID.map with every\n"
+"trampoline inherited from the parent (registered with os.register_at_fork).");
+
+static PyObject *
+pyperf_after_fork_child(PyObject *self, PyObject *unused)
+{
+#ifdef PYPERF_SUPPORTED
+    if (active && map_pid != getpid()) {
+        reopen_after_fork();
+    }
+#endif
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(stats_doc,
+"stats() -> dict\n\n"
+"active, trampolines (one per code object run), map_path, write_errors.");
+
+static PyObject *
+pyperf_stats(PyObject *self, PyObject *unused)
+{
+    char path[320] = "";
+    int is_active = 0;
+    unsigned long n = 0;
+    int errs = 0;
+#ifdef PYPERF_SUPPORTED
+    is_active = active;
+    n = n_trampolines;
+    errs = write_errors;
+    if (active) {
+        snprintf(path, sizeof(path), "%s/perf-%ld.map", map_dir, (long)getpid());
+    }
+#endif
+    return Py_BuildValue("{s:O,s:k,s:s,s:i}", "active", is_active ? Py_True : Py_False,
+                         "trampolines", n, "map_path", path, "write_errors", errs);
+}
+
+static PyMethodDef methods[] = {
+    {"activate", (PyCFunction)(void (*)(void))pyperf_activate, METH_VARARGS | METH_KEYWORDS, activate_doc},
+    {"after_fork_child", pyperf_after_fork_child, METH_NOARGS, after_fork_child_doc},
+    {"stats", pyperf_stats, METH_NOARGS, stats_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pyperf",
+    "Python function names for perf through per-function trampolines (CPython <= 3.11).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__pyperf(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+#if defined(PYPERF_SUPPORTED) && !defined(PYPERF_NO_TRAMPOLINE)
+    if (PyModule_AddIntConstant(m, "SUPPORTED", 1) < 0) {
+#else
+    if (PyModule_AddIntConstant(m, "SUPPORTED", 0) < 0) {
+#endif
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
