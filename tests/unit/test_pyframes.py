@@ -1,0 +1,246 @@
+"""Python frames for CPython <= 3.11 (``pmuscope._pyperf``) and the start-up
+bootstrap ``record``/``profile`` give a command: the helper loads, gives each
+Python function one executable trampoline named in /tmp/perf-PID.map exactly
+as CPython 3.12's ``-X perf`` names it (``py::QUALNAME:FILE``), a forked child
+writes its own map, and nothing happens when switched off.
+
+These run child interpreters (``sys.executable``) and need no perf events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pmuscope.sampling import pyframes
+
+HOOKED = sys.implementation.name == "cpython" and sys.version_info < (3, 12)
+needs_helper = pytest.mark.skipif(
+    not HOOKED or pyframes.helper_path() is None,
+    reason="pmuscope._pyperf serves CPython <= 3.11 and is built only with a C compiler",
+)
+
+#: the child: runs distinct functions, then reports its pid and which of its
+#: map's addresses lie in executable mappings
+CHILD = textwrap.dedent("""
+    import json, os, sys
+
+    def leaf(n):
+        return n + 1
+
+    def middle(n):
+        return leaf(n) + leaf(n + 1)
+
+    class Box:
+        def method(self):
+            return middle(3)
+
+    def check_map(pid):
+        spans = []
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                a, perms = line.split()[:2]
+                lo, hi = (int(x, 16) for x in a.split("-"))
+                if "x" in perms:
+                    spans.append((lo, hi))
+        path = f"/tmp/perf-{pid}.map"
+        rows = []
+        if os.path.exists(path):
+            for line in open(path):
+                start, size, name = line.rstrip("\\n").split(" ", 2)
+                start, size = int(start, 16), int(size, 16)
+                rows.append([start, size, name, any(lo <= start and start + size <= hi for lo, hi in spans)])
+        return rows
+
+    Box().method()
+    if len(sys.argv) > 1 and sys.argv[1] == "fork":
+        pid = os.fork()
+        if pid == 0:
+            def only_in_child():
+                return leaf(1)
+            only_in_child()
+            with open(sys.argv[2], "w") as f:
+                json.dump({"pid": os.getpid(), "rows": check_map(os.getpid())}, f)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    print(json.dumps({"pid": os.getpid(), "rows": check_map(os.getpid())}))
+""")
+
+
+def _run_child(tmp_path, env, *args):
+    script = tmp_path / "child_prog.py"
+    script.write_text(CHILD)
+    r = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out, str(script), r
+
+
+def _cleanup(*pids):
+    for pid in pids:
+        try:
+            os.unlink(f"/tmp/perf-{pid}.map")
+        except OSError:
+            pass
+
+
+@needs_helper
+def test_one_executable_trampoline_per_function(tmp_path):
+    out, script, _ = _run_child(tmp_path, pyframes.child_env())
+    _cleanup(out["pid"])
+    rows = out["rows"]
+    assert rows, "no /tmp/perf-PID.map written"
+    names = [r[2] for r in rows]
+    mine = [n for n in names if n.endswith(":" + script)]
+    # one line per function called (the module body too), named as -X perf names them
+    assert sorted(mine) == sorted(f"py::{q}:{script}" for q in ("<module>", "leaf", "middle", "Box", "Box.method",
+                                                                "check_map", "check_map.<locals>.<genexpr>",
+                                                                "check_map.<locals>.<genexpr>"))  # two of them
+    starts = [r[0] for r in rows]
+    assert len(starts) == len(set(starts)), "two functions share a trampoline"
+    assert all(r[1] > 0 for r in rows)
+    assert all(r[3] for r in rows), [r for r in rows if not r[3]][:3]  # inside an executable mapping
+
+
+@needs_helper
+def test_forked_child_writes_its_own_map(tmp_path):
+    child_json = tmp_path / "child.json"
+    out, script, _ = _run_child(tmp_path, pyframes.child_env(), "fork", str(child_json))
+    child = json.loads(child_json.read_text())
+    _cleanup(out["pid"], child["pid"])
+    parent_names = {r[2] for r in out["rows"]}
+    child_names = {r[2] for r in child["rows"]}
+    assert child["pid"] != out["pid"]
+    # the child's map starts with everything inherited, then adds its own functions
+    assert f"py::Box.method:{script}" in child_names
+    assert f"py::only_in_child:{script}" in child_names
+    assert f"py::only_in_child:{script}" not in parent_names  # not in the parent's map
+    by_name = {r[2]: r[0] for r in out["rows"]}
+    for r in child["rows"]:
+        if r[2] in {f"py::{q}:{script}" for q in ("leaf", "middle", "Box", "Box.method")}:  # made before the fork
+            assert by_name[r[2]] == r[0]  # inherited trampolines keep their addresses
+    assert all(r[3] for r in child["rows"])
+
+
+@needs_helper
+def test_switched_off_writes_nothing(tmp_path):
+    env = pyframes.child_env()
+    env.pop(pyframes.ENV_FLAG)
+    out, _, _ = _run_child(tmp_path, env)
+    assert out["rows"] == []
+
+
+def test_child_env_prepends_the_bootstrap_once():
+    env = pyframes.child_env({"PYTHONPATH": "/a:/b", "PATH": "/bin"})
+    assert env["PYTHONPATH"] == os.pathsep.join([pyframes.BOOT_DIR, "/a", "/b"])
+    assert env[pyframes.ENV_FLAG] == "1" and env["PYTHONPERFSUPPORT"] == "1" and env["PATH"] == "/bin"
+    again = pyframes.child_env(env)
+    assert again["PYTHONPATH"] == env["PYTHONPATH"]
+    assert pyframes.child_env({})["PYTHONPATH"] == pyframes.BOOT_DIR
+    assert os.path.isfile(os.path.join(pyframes.BOOT_DIR, "sitecustomize.py"))
+
+
+def test_bootstrap_chains_to_the_users_sitecustomize(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIR_SITECUSTOMIZE'] = 'ran'\n")
+    env = pyframes.child_env()
+    env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + str(theirs)
+    code = ("import os, sys, sitecustomize; print(os.environ.get('THEIR_SITECUSTOMIZE'), "
+            "sitecustomize.__file__, any('pyboot' in p for p in sys.path))")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    ran, path, boot_on_path = r.stdout.split()
+    assert ran == "ran" and path == str(theirs / "sitecustomize.py") and boot_on_path == "False"
+
+
+def test_a_helper_that_does_not_load_is_skipped_quietly(tmp_path):
+    """Another interpreter's build (or a broken file) where the helper should
+    be: the command runs as without pmuscope, and says nothing."""
+    import importlib.machinery
+
+    pkg = tmp_path / "pmuscope"
+    shutil.copytree(pyframes.BOOT_DIR, pkg / "data" / "pyboot")
+    (pkg / ("_pyperf" + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"\x7fELF not really")
+    env = dict(os.environ, PYTHONPATH=str(pkg / "data" / "pyboot"), PMUSCOPE_PYTHON_FRAMES="1")
+    r = subprocess.run([sys.executable, "-c", "import os; print(os.path.exists(f'/tmp/perf-{os.getpid()}.map'))"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "False" and r.stderr == ""
+
+
+@needs_helper
+def test_helper_refuses_a_map_it_does_not_own(tmp_path):
+    """A perf-PID.map planted as a symlink is not written through."""
+    victim = tmp_path / "victim"
+    victim.write_text("")
+    code = textwrap.dedent(f"""
+        import os, importlib.machinery, importlib.util
+        path = {pyframes.helper_path()!r}
+        loader = importlib.machinery.ExtensionFileLoader("pmuscope._pyperf", path)
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location("pmuscope._pyperf", path, loader=loader))
+        loader.exec_module(mod)
+        os.symlink({str(victim)!r}, {str(tmp_path)!r} + f"/perf-{{os.getpid()}}.map")
+        try:
+            mod.activate(map_dir={str(tmp_path)!r})
+        except OSError as err:
+            print("refused", err.errno)
+        else:
+            print("activated", mod.stats())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("refused"), r.stdout
+    assert victim.read_text() == ""
+
+
+def _fake_proc(tmp_path, pid, exe, maps=""):
+    d = tmp_path / "proc" / str(pid)
+    d.mkdir(parents=True)
+    os.symlink(exe, d / "exe")
+    (d / "maps").write_text(maps)
+    return str(tmp_path / "proc")
+
+
+def test_attach_note(tmp_path):
+    tmp_dir = tmp_path / "tmp"
+    tmp_dir.mkdir()
+    proc = _fake_proc(tmp_path, 11, "/usr/bin/python3.11")
+    note = pyframes.attach_note(11, proc, str(tmp_dir))
+    assert note and "Python 3.11" in note and "already running" in note
+    proc = _fake_proc(tmp_path, 12, "/usr/local/bin/python3.12")
+    assert "sys.activate_stack_trampoline('perf')" in pyframes.attach_note(12, proc, str(tmp_dir))
+    # an embedding program: the version comes from the libpython it maps
+    proc = _fake_proc(tmp_path, 13, "/usr/bin/myapp",
+                      "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /usr/lib/libpython3.10.so.1.0\n")
+    assert "Python 3.10" in pyframes.attach_note(13, proc, str(tmp_dir))
+    proc = _fake_proc(tmp_path, 14, "/usr/bin/bash")
+    assert pyframes.attach_note(14, proc, str(tmp_dir)) is None  # not Python: nothing to say
+    (tmp_dir / "perf-11.map").write_text("")
+    assert pyframes.attach_note(11, proc, str(tmp_dir)) is None  # a map: its functions are named
+
+
+@pytest.mark.parametrize("command", ["record", "profile"])
+@pytest.mark.parametrize("flag", [[], ["--no-python-frames"]], ids=["default", "opt-out"])
+def test_cli_passes_python_frames(monkeypatch, command, flag):
+    import pmuscope.sampling as sampling
+    from pmuscope.cli import main as cli
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    class FakeRecorder:
+        def __init__(self, *a, **kw):
+            seen.update(kw)
+            raise Stop
+
+    monkeypatch.setattr(sampling, "Recorder", FakeRecorder)
+    with pytest.raises(Stop):
+        cli.main([command, *flag, "-o", os.devnull if command == "record" else "/tmp/x", "--", "true"])
+    assert seen["python_frames"] is (not flag)
