@@ -244,3 +244,51 @@ def test_cli_passes_python_frames(monkeypatch, command, flag):
     with pytest.raises(Stop):
         cli.main([command, *flag, "-o", os.devnull if command == "record" else "/tmp/x", "--", "true"])
     assert seen["python_frames"] is (not flag)
+
+
+def test_is_python_command(tmp_path):
+    script = tmp_path / "tool"
+    script.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    script.chmod(0o755)
+    shell = tmp_path / "run.sh"
+    shell.write_text("#!/bin/sh\necho\n")
+    assert pyframes.is_python_command([sys.executable, "-c", "1"])
+    assert pyframes.is_python_command(["python3.11", "x.py"])
+    assert pyframes.is_python_command([str(script)])
+    assert not pyframes.is_python_command([str(shell)])
+    assert not pyframes.is_python_command(["true"])
+    assert not pyframes.is_python_command([str(tmp_path / "missing")])
+
+
+@pytest.mark.parametrize("argv,unwinder,expected", [
+    (["--", sys.executable, "x.py"], True, "dwarf"),
+    (["--", sys.executable, "x.py"], False, True),
+    (["--", "true"], True, True),
+    (["--no-python-frames", "--", sys.executable, "x.py"], True, True),
+    (["--call-graph", "fp", "--", sys.executable, "x.py"], True, "fp"),
+    (["--no-call-graph", "--", sys.executable, "x.py"], True, False),
+])
+def test_profile_call_graph_mode(monkeypatch, argv, unwinder, expected):
+    """profile records DWARF stacks for a Python command once pmuscope can
+    unwind them (libpython has no frame pointers); frame pointers otherwise."""
+    import importlib.util
+
+    import pmuscope.sampling as sampling
+    from pmuscope.cli import main as cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (object() if unwinder else None) if name == "pmuscope.unwind" else real(name, *a))
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(*a, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(sampling, "Recorder", fake)
+    with pytest.raises(Stop):
+        cli.main(["profile", "-o", "/tmp/x", *argv])
+    assert seen["callgraph"] == expected

@@ -61,6 +61,29 @@ def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def is_python_command(argv) -> bool:
+    """Whether ``argv`` runs Python: its program is named ``python*``, or is a
+    script whose ``#!`` line names a ``python*`` interpreter (``env python3``
+    included). Entry-point scripts of pip-installed tools are such scripts."""
+    import shutil
+
+    if not argv:
+        return False
+    prog = argv[0]
+    if os.path.basename(prog).startswith("python"):
+        return True
+    path = prog if os.sep in prog else shutil.which(prog)
+    try:
+        with open(path or prog, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    words = first[2:].split()
+    return any(os.path.basename(w.decode("utf-8", "replace")).startswith("python") for w in words[:2])
+
+
 def python_version_of(pid: int, procfs_root: str = "/proc") -> tuple[int, int] | None:
     """``(major, minor)`` of the CPython running as ``pid``, from the
     interpreter or libpython it has mapped; None when it is not Python (or
