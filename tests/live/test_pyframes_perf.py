@@ -58,12 +58,21 @@ def workload(tmp_path_factory):
     return str(path)
 
 
+def _remove_map(pidfile) -> None:
+    try:
+        os.unlink(f"/tmp/perf-{int(open(pidfile).read())}.map")
+    except (OSError, ValueError):
+        pass
+
+
 def _perf_record(perf_bin, out, workload, env, args=("--call-graph", "dwarf")):
+    """perf record the workload; returns (perf.data, file holding the workload's pid)."""
+    pidfile = f"{out}.pid"
     r = subprocess.run([perf_bin, "record", "-q", "-e", "cpu-clock", "-F", "2000", *args, "-o", str(out), "--",
-                        sys.executable, workload, "1.0"], env=env, capture_output=True, text=True, timeout=180)
+                        sys.executable, workload, "1.0", pidfile], env=env, capture_output=True, text=True, timeout=180)
     if r.returncode != 0:
         pytest.skip(f"perf record failed here: {r.stderr.strip()[-300:]}")
-    return str(out)
+    return str(out), pidfile
 
 
 def _py_names(text: str) -> set[str]:
@@ -78,7 +87,9 @@ def perf_dwarf_file(tmp_path_factory, workload):
     if not perf_bin:
         pytest.skip("Linux perf is not installed (apt-get install linux-perf)")
     d = tmp_path_factory.mktemp("pyframes_perf")
-    return perf_bin, _perf_record(perf_bin, d / "dwarf.data", workload, pyframes.child_env())
+    path, pidfile = _perf_record(perf_bin, d / "dwarf.data", workload, pyframes.child_env())
+    yield perf_bin, path
+    _remove_map(pidfile)  # perf read it: report and script ran
 
 
 def test_perf_report_names_the_python_functions(perf_dwarf_file, workload):
@@ -93,7 +104,8 @@ def test_perf_report_names_the_python_functions(perf_dwarf_file, workload):
 def test_without_python_frames_perf_names_none(perf_bin, tmp_path, workload):
     env = dict(os.environ)
     env.pop(pyframes.ENV_FLAG, None)
-    path = _perf_record(perf_bin, tmp_path / "off.data", workload, env)
+    path, pidfile = _perf_record(perf_bin, tmp_path / "off.data", workload, env)
+    assert not os.path.exists(f"/tmp/perf-{int(open(pidfile).read())}.map")
     out = subprocess.run([perf_bin, "report", "--stdio", "--no-children", "-i", path],
                          capture_output=True, text=True, timeout=180).stdout
     assert "_PyEval_EvalFrameDefault" in out and not _py_names(out)
@@ -231,7 +243,13 @@ def test_main_job_folded_stacks_show_python_functions(tmp_path):
     if r.returncode != 0 and "perf_event_open" in r.stderr:
         pytest.skip(f"cannot record here: {r.stderr.strip()[-200:]}")
     assert r.returncode == 0, r.stderr
-    folded = folded_stacks(load_profile(str(data)))
+    prof = load_profile(str(data))
+    folded = folded_stacks(prof)
+    for pid in set(prof.pid.tolist()):
+        try:
+            os.unlink(f"/tmp/perf-{pid}.map")
+        except OSError:
+            pass
     pat = re.compile(r"py::demo:[^;]*workloads/__init__\.py;.*py::busy_iterations:[^;]*;.*py::fib:")
     hits = sum(n for stack, n in folded.items() if pat.search(stack))
     assert hits > 0, "\n".join(sorted(folded, key=folded.get, reverse=True)[:10])
