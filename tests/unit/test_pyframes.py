@@ -292,3 +292,51 @@ def test_profile_call_graph_mode(monkeypatch, argv, unwinder, expected):
     with pytest.raises(Stop):
         cli.main(["profile", "-o", "/tmp/x", *argv])
     assert seen["callgraph"] == expected
+
+
+def _other_pythons() -> list[tuple[str, tuple[int, int]]]:
+    """Working CPython interpreters of other minor versions: on PATH as
+    python3.N, or installed by pyenv."""
+    import glob
+
+    cands = [shutil.which(f"python3.{n}") for n in range(8, 16)]
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    cands += sorted(glob.glob(os.path.join(root, "versions", "3.*", "bin", "python3")))
+    found: dict[tuple[int, int], str] = {}
+    for exe in filter(None, cands):
+        try:
+            r = subprocess.run([exe, "-c", "import sys; print(sys.implementation.name, *sys.version_info[:2])"],
+                               capture_output=True, text=True, timeout=30, env={"PATH": os.environ.get("PATH", "")})
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        parts = r.stdout.split()
+        if r.returncode == 0 and len(parts) == 3 and parts[0] == "cpython":
+            ver = (int(parts[1]), int(parts[2]))
+            if ver != sys.version_info[:2] and ver >= (3, 8):
+                found.setdefault(ver, exe)
+    return sorted((exe, ver) for ver, exe in found.items())
+
+
+def test_other_interpreters_get_what_they_can(tmp_path):
+    """A command running another CPython: 3.12+ name their functions through
+    PYTHONPERFSUPPORT; older ones do when a helper was built for them, and run
+    unchanged (quietly) when not."""
+    others = _other_pythons()
+    if not others:
+        pytest.skip("no CPython of another version on this machine")
+    pkg = os.path.dirname(os.path.dirname(pyframes.BOOT_DIR))
+    checked = []
+    for exe, ver in others:
+        code = ("import os\ndef pyframes_probe():\n    return 1\npyframes_probe()\n"
+                "p = f'/tmp/perf-{os.getpid()}.map'\n"
+                "print(os.path.exists(p) and any('py::pyframes_probe:<string>' in l for l in open(p)))\n"
+                "os.path.exists(p) and os.unlink(p)\n")
+        r = subprocess.run([exe, "-c", code], env=pyframes.child_env(), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stderr == "", (exe, r.stderr)
+        named = r.stdout.strip() == "True"
+        tag = f"cpython-{ver[0]}{ver[1]}"
+        built = any(tag in f and f.startswith("_pyperf.") for f in os.listdir(pkg))
+        expected = ver >= (3, 12) or (ver >= (3, 9) and built)
+        assert named is expected, (exe, ver, r.stdout)
+        checked.append((ver, named))
+    assert checked
