@@ -122,7 +122,7 @@ new_arena(void)
 }
 
 static int
-open_map(void)
+open_map(int truncate)
 {
     char path[320];
     snprintf(path, sizeof(path), "%s/perf-%ld.map", map_dir, (long)getpid());
@@ -137,6 +137,13 @@ open_map(void)
     if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
         close(fd);
         errno = EPERM;
+        return -1;
+    }
+    /* a map left by an earlier process with the same pid would name our
+     * addresses after its functions: start empty (only once the file is
+     * known to be ours) */
+    if (truncate && ftruncate(fd, 0) != 0) {
+        close(fd);
         return -1;
     }
     return fd;
@@ -167,7 +174,7 @@ reopen_after_fork(void)
     if (map_fd >= 0) {
         close(map_fd);
     }
-    map_fd = open_map();
+    map_fd = open_map(1);  /* a new process: nothing of its own is in the map yet */
     map_pid = getpid();
     if (map_fd >= 0 && lines_len) {
         write_all(map_fd, lines, lines_len);
@@ -304,18 +311,21 @@ register_fork_handler(PyObject *self)
 #endif
 
 PyDoc_STRVAR(activate_doc,
-"activate(map_dir='/tmp') -> bool\n\n"
+"activate(map_dir='/tmp', truncate=False) -> bool\n\n"
 "Evaluate every Python function of this interpreter through a trampoline of\n"
 "its own and name the trampolines in MAP_DIR/perf-PID.map (py::QUALNAME:FILE).\n"
+"truncate=True empties an existing map first (at start-up: one left by an\n"
+"earlier process with the same pid).\n"
 "False when this interpreter or machine cannot (CPython >= 3.12 has\n"
 "sys.activate_stack_trampoline instead) or another frame evaluator is set.");
 
 static PyObject *
 pyperf_activate(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"map_dir", NULL};
+    static char *kwlist[] = {"map_dir", "truncate", NULL};
     const char *dir = "/tmp";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|s:activate", kwlist, &dir)) {
+    int truncate = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|sp:activate", kwlist, &dir, &truncate)) {
         return NULL;
     }
 #if defined(PYPERF_SUPPORTED) && !defined(PYPERF_NO_TRAMPOLINE)
@@ -338,7 +348,7 @@ pyperf_activate(PyObject *self, PyObject *args, PyObject *kw)
             Py_RETURN_FALSE;
         }
     }
-    map_fd = open_map();
+    map_fd = open_map(truncate);
     if (map_fd < 0) {
         char path[320];
         snprintf(path, sizeof(path), "%s/perf-%ld.map", map_dir, (long)getpid());

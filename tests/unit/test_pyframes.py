@@ -340,3 +340,36 @@ def test_other_interpreters_get_what_they_can(tmp_path):
         assert named is expected, (exe, ver, r.stdout)
         checked.append((ver, named))
     assert checked
+
+
+@needs_helper
+def test_threads_and_a_stale_map(tmp_path):
+    """Functions run by other threads are named too; a map left by an earlier
+    process with the same pid is emptied at start-up."""
+    code = textwrap.dedent("""
+        import os, threading
+        def in_thread():
+            return 1
+        t = threading.Thread(target=in_thread)
+        t.start(); t.join()
+        print(os.getpid())
+        print(open(f"/tmp/perf-{os.getpid()}.map").read())
+    """)
+    # the child's pid is not known before it starts: plant the stale line from its parent, a shell
+    sh = f'printf "1000 10 py::stale:old.py\\n" > /tmp/perf-$$.map; exec "{sys.executable}" -c \'{code}\''
+    r = subprocess.run(["sh", "-c", sh], env=pyframes.child_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid, text = r.stdout.split("\n", 1)
+    _cleanup(int(pid))
+    assert "py::in_thread:<string>" in text
+    assert "py::stale:" not in text
+
+
+def test_missing_helper_note(monkeypatch):
+    monkeypatch.setattr(pyframes, "helper_path", lambda: None)
+    note = pyframes.missing_helper_note([sys.executable, "x.py"])
+    if sys.implementation.name == "cpython" and sys.version_info < (3, 12):
+        assert note and "pmuscope._pyperf was not built" in note
+    else:
+        assert note is None
+    assert pyframes.missing_helper_note(["true"]) is None

@@ -84,6 +84,19 @@ def is_python_command(argv) -> bool:
     return any(os.path.basename(w.decode("utf-8", "replace")).startswith("python") for w in words[:2])
 
 
+def missing_helper_note(argv) -> str | None:
+    """A note when ``argv`` runs Python and this interpreter (CPython <= 3.11,
+    the same family as the command's, most likely) has no ``_pyperf`` helper
+    built: its Python functions will not be named."""
+    import sys
+
+    if (sys.implementation.name != "cpython" or sys.version_info >= (3, 12) or helper_path() is not None
+            or not is_python_command(argv)):
+        return None
+    return ("Python functions will not be named: pmuscope's helper pmuscope._pyperf was not built for this Python "
+            "(no C compiler at install time); install gcc and the Python headers, then reinstall pmuscope")
+
+
 def python_version_of(pid: int, procfs_root: str = "/proc") -> tuple[int, int] | None:
     """``(major, minor)`` of the CPython running as ``pid``, from the
     interpreter or libpython it has mapped; None when it is not Python (or

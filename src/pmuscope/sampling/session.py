@@ -248,6 +248,12 @@ class Recorder:
         self.build_ids = build_ids
         self.argv = argv
         self.python_frames = python_frames
+        if python_frames and self.cmd:
+            from .pyframes import missing_helper_note
+
+            note = missing_helper_note(self.cmd)
+            if note:
+                self.notes.append(note)
         if python_frames and self.pids:
             from .pyframes import attach_note
 

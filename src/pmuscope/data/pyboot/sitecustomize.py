@@ -31,7 +31,7 @@ def _pmuscope_python_frames() -> None:
                     spec = importlib.util.spec_from_file_location("pmuscope._pyperf", path, loader=loader)
                     mod = importlib.util.module_from_spec(spec)
                     loader.exec_module(mod)
-                    mod.activate()
+                    mod.activate(truncate=True)  # a stale map of an earlier process with this pid
                     break
         except Exception:  # another interpreter's build, /tmp not writable, ...: run without names
             pass
