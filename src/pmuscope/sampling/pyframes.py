@@ -31,6 +31,8 @@ import re
 from typing import Mapping
 
 ENV_FLAG = "PMUSCOPE_PYTHON_FRAMES"
+#: also write /tmp/jit-PID.dump for ``perf inject --jit`` (CPython <= 3.11, x86-64)
+ENV_JITDUMP = "PMUSCOPE_PYTHON_JITDUMP"
 #: the directory holding the bootstrap ``sitecustomize.py``
 BOOT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "pyboot")
 
@@ -48,11 +50,19 @@ def helper_path() -> str | None:
     return None
 
 
-def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(base: Mapping[str, str] | None = None, *, jitdump: bool = False) -> dict[str, str]:
     """``base`` (default: this process's environment) with Python frames
-    switched on for CPython processes started with it."""
+    switched on for CPython processes started with it.
+
+    ``jitdump=True`` also has CPython <= 3.11 write ``/tmp/jit-PID.dump`` (x86-64):
+    after ``perf record -k 1 --call-graph dwarf``, ``perf inject --jit`` turns
+    it into one small ELF per trampoline with its CFI, and Linux perf then
+    unwinds through every Python frame (without it perf's DWARF unwinder stops
+    at the innermost one). CPython 3.12+ has ``-X perf_jit`` (3.13) instead."""
     env = dict(os.environ if base is None else base)
     env[ENV_FLAG] = "1"
+    if jitdump:
+        env[ENV_JITDUMP] = "1"
     env.setdefault("PYTHONPERFSUPPORT", "1")
     old = env.get("PYTHONPATH")
     parts = [p for p in old.split(os.pathsep) if p] if old else []

@@ -31,7 +31,8 @@ def _pmuscope_python_frames() -> None:
                     spec = importlib.util.spec_from_file_location("pmuscope._pyperf", path, loader=loader)
                     mod = importlib.util.module_from_spec(spec)
                     loader.exec_module(mod)
-                    mod.activate(truncate=True)  # a stale map of an earlier process with this pid
+                    # truncate: a stale map of an earlier process with this pid
+                    mod.activate(truncate=True, jitdump=os.environ.get("PMUSCOPE_PYTHON_JITDUMP") == "1")
                     break
         except Exception:  # another interpreter's build, /tmp not writable, ...: run without names
             pass
