@@ -373,3 +373,82 @@ def test_missing_helper_note(monkeypatch):
     else:
         assert note is None
     assert pyframes.missing_helper_note(["true"]) is None
+
+
+needs_jitdump = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the helper writes jitdumps on x86-64 only")
+
+
+@needs_helper
+@needs_jitdump
+def test_jitdump_names_the_same_functions_as_the_map(tmp_path):
+    """With jitdump=True the helper writes /tmp/jit-PID.dump: one unwinding-info
+    record and one code load per trampoline, at the map's addresses and under
+    its names; a forked child writes its own, with what it inherited."""
+    from pmuscope.symbols import parse_jitdump
+
+    child_json = tmp_path / "child.json"
+    out, script, _ = _run_child(tmp_path, pyframes.child_env(jitdump=True), "fork", str(child_json))
+    child = json.loads(child_json.read_text())
+    try:
+        for who in (out, child):
+            dump = parse_jitdump(open(f"/tmp/jit-{who['pid']}.dump", "rb").read())
+            assert dump.pid == who["pid"] and dump.elf_mach == 62 and not dump.truncated
+            by_addr = {}
+            for line in open(f"/tmp/perf-{who['pid']}.map"):  # as it stands at exit
+                start, _, name = line.rstrip("\n").split(" ", 2)
+                by_addr[int(start, 16)] = name
+            loads = {ld.code_addr: ld for ld in dump.loads}
+            assert set(loads) == set(by_addr)
+            for addr, ld in loads.items():
+                assert ld.name == by_addr[addr] and ld.vma == addr and ld.pid == who["pid"]
+                assert ld.code[:8] == bytes.fromhex("554889e5ffd15dc3")  # push rbp; mov rsp,rbp; call *rcx; pop; ret
+                assert ld.unwinding and ld.eh_frame_hdr_size == 20
+            assert len({ld.code for ld in dump.loads}) == len(dump.loads)  # distinct bytes: distinct build-ids
+            starts = sorted(loads)
+            assert min(b - a for a, b in zip(starts, starts[1:])) >= 128  # room for perf inject's unwind info
+        assert f"py::only_in_child:{script}" in {ld.name for ld in parse_jitdump(
+            open(f"/tmp/jit-{child['pid']}.dump", "rb").read()).loads}
+    finally:
+        _cleanup(out["pid"], child["pid"])
+        for pid in (out["pid"], child["pid"]):
+            try:
+                os.unlink(f"/tmp/jit-{pid}.dump")
+            except OSError:
+                pass
+
+
+def test_parse_jitdump_rejects_and_truncates():
+    import struct
+
+    from pmuscope.errors import FormatError
+    from pmuscope.symbols import parse_jitdump
+
+    head = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, 77, 1, 0)
+    name = b"py::f:x.py\0"
+    load = struct.pack("<IIQ", 0, 16 + 40 + len(name) + 4, 5) + struct.pack("<IIQQQQ", 77, 77, 0x1000, 0x1000, 4, 1)
+    load += name + b"\x90" * 4
+    d = parse_jitdump(head + load)
+    assert [(x.code_addr, x.code_size, x.name, x.code) for x in d.loads] == [(0x1000, 4, "py::f:x.py", b"\x90" * 4)]
+    assert not d.truncated
+    assert parse_jitdump(head + load[:-2]).truncated  # the writer is still at it
+    with pytest.raises(FormatError):
+        parse_jitdump(b"\0" * 40)
+    with pytest.raises(FormatError):
+        parse_jitdump(head[:10])
+
+
+def test_symbolizer_reads_a_jitdump_when_there_is_no_perf_map(tmp_path):
+    import struct
+
+    import numpy as np
+
+    from pmuscope.symbols import Symbolizer
+
+    head = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, 4242, 1, 0)
+    name = b"py::g:y.py\0"
+    load = struct.pack("<IIQ", 0, 16 + 40 + len(name) + 8, 5) + struct.pack("<IIQQQQ", 4242, 4242, 0x7000, 0x7000, 8, 1)
+    (tmp_path / "jit-4242.dump").write_bytes(head + load + name + b"\xcc" * 8)
+    sym = Symbolizer(tmp_dir=str(tmp_path), use_proc_maps=False)
+    r = sym.resolve_many(np.array([4242, 4242]), np.array([0x7004, 0x9000], dtype=np.uint64))
+    assert sym.sym_name(int(r.sym_id[0])) == "py::g:y.py" and int(r.offset[0]) == 4
+    assert int(r.sym_id[1]) == -1
