@@ -256,3 +256,65 @@ def test_main_job_folded_stacks_show_python_functions(tmp_path):
     # between two Python functions sit the evaluator's C frames
     assert any(re.search(r"py::busy_iterations:[^;]*;(?:[^;]*;)*_PyEval_EvalFrameDefault;(?:[^;]*;)*py::fib:", s)
                for s in folded)
+
+
+def _samples(script_text: str) -> list[list[str]]:
+    """perf script's samples as lists of their call-chain symbols, leaf first."""
+    out, cur = [], None
+    for line in script_text.splitlines():
+        if not line.strip():
+            if cur is not None:
+                out.append(cur)
+            cur = None
+        elif line[0].isspace() and cur is not None:
+            parts = line.split(None, 1)
+            if len(parts) == 2:
+                cur.append(parts[1].rsplit(" (", 1)[0])
+        else:
+            cur = []
+    if cur is not None:
+        out.append(cur)
+    return out
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the helper writes jitdumps on x86-64 only")
+def test_perf_inject_jit_unwinds_through_every_python_frame(perf_bin, tmp_path, workload):
+    """With the jitdump, ``perf inject --jit`` gives perf the trampolines' CFI:
+    its DWARF unwinder then walks from fib through the evaluator frames to
+    pyframes_main and <module>, where without it every stack stops at the
+    innermost Python function."""
+    import glob
+
+    data, pidfile = tmp_path / "jit.data", tmp_path / "pid"
+    r = subprocess.run([perf_bin, "record", "-q", "-k", "1", "--call-graph", "dwarf", "-e", "cpu-clock", "-F", "1000",
+                        "-o", str(data), "--", sys.executable, workload, "1.0", str(pidfile)],
+                       env=pyframes.child_env(jitdump=True), capture_output=True, text=True, timeout=180)
+    if r.returncode != 0:
+        pytest.skip(f"perf record failed here: {r.stderr.strip()[-300:]}")
+    pid = int(pidfile.read_text())
+    try:
+        injected = tmp_path / "jit.inj.data"
+        r = subprocess.run([perf_bin, "inject", "--jit", "-i", str(data), "-o", str(injected)],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert glob.glob(f"/tmp/jitted-{pid}-*.so"), "perf inject generated no ELF for the trampolines"
+        text = subprocess.run([perf_bin, "script", "-i", str(injected)], capture_output=True, text=True,
+                              timeout=180).stdout
+        fib, main = f"py::pyframes_fib:{workload}", f"py::pyframes_main:{workload}"
+        in_fib = [s for s in _samples(text) if any(f.startswith(fib) for f in s)]
+        assert in_fib
+        whole = [s for s in in_fib
+                 if any(f.startswith(main) for f in s[max(i for i, f in enumerate(s) if f.startswith(fib)):])
+                 and any(f.startswith(f"py::<module>:{workload}") for f in s)]
+        # nearly every stack through fib reaches its callers (a sample on the
+        # trampoline's own push/pop may not)
+        assert len(whole) >= 0.9 * len(in_fib), (len(whole), len(in_fib), in_fib[:2])
+        nested = next(s for s in whole)
+        i = next(k for k, f in enumerate(nested) if f.startswith(fib))
+        assert any(f.startswith("_PyEval_EvalFrameDefault") for f in nested[i + 1:])  # C frames in between
+    finally:
+        for f in [f"/tmp/jit-{pid}.dump", f"/tmp/perf-{pid}.map", *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
