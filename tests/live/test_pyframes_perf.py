@@ -278,19 +278,25 @@ def _samples(script_text: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the helper writes jitdumps on x86-64 only")
-def test_perf_inject_jit_unwinds_through_every_python_frame(perf_bin, tmp_path, workload):
+@pytest.mark.parametrize("recorder", ["perf", "pmuscope"])
+def test_perf_inject_jit_unwinds_through_every_python_frame(perf_bin, tmp_path, workload, recorder):
     """With the jitdump, ``perf inject --jit`` gives perf the trampolines' CFI:
     its DWARF unwinder then walks from fib through the evaluator frames to
     pyframes_main and <module>, where without it every stack stops at the
-    innermost Python function."""
+    innermost Python function. Recorded by perf with our environment, or by
+    ``pmuscope record -k monotonic``, which sets the jitdump up itself."""
     import glob
 
     data, pidfile = tmp_path / "jit.data", tmp_path / "pid"
-    r = subprocess.run([perf_bin, "record", "-q", "-k", "1", "--call-graph", "dwarf", "-e", "cpu-clock", "-F", "1000",
-                        "-o", str(data), "--", sys.executable, workload, "1.0", str(pidfile)],
-                       env=pyframes.child_env(jitdump=True), capture_output=True, text=True, timeout=180)
+    args = ["record", "-q", "-k", "1" if recorder == "perf" else "monotonic", "--call-graph", "dwarf", "-e",
+            "cpu-clock", "-F", "1000", "-o", str(data), "--", sys.executable, workload, "1.0", str(pidfile)]
+    if recorder == "perf":
+        r = subprocess.run([perf_bin, *args], env=pyframes.child_env(jitdump=True), capture_output=True, text=True,
+                           timeout=180)
+    else:
+        r = subprocess.run(PM + args, capture_output=True, text=True, timeout=180)
     if r.returncode != 0:
-        pytest.skip(f"perf record failed here: {r.stderr.strip()[-300:]}")
+        pytest.skip(f"{recorder} record failed here: {r.stderr.strip()[-300:]}")
     pid = int(pidfile.read_text())
     try:
         injected = tmp_path / "jit.inj.data"

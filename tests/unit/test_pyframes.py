@@ -452,3 +452,56 @@ def test_symbolizer_reads_a_jitdump_when_there_is_no_perf_map(tmp_path):
     r = sym.resolve_many(np.array([4242, 4242]), np.array([0x7004, 0x9000], dtype=np.uint64))
     assert sym.sym_name(int(r.sym_id[0])) == "py::g:y.py" and int(r.offset[0]) == 4
     assert int(r.sym_id[1]) == -1
+
+
+@pytest.mark.parametrize("text,clock", [("monotonic", 1), ("mono", 1), ("CLOCK_MONOTONIC_RAW", 4), ("realtime", 0),
+                                        ("boottime", 7), ("tai", 11), ("1", 1), (None, None)])
+def test_record_clockid(monkeypatch, text, clock):
+    """record -k: sample times from a clock (perf record -k); the Recorder
+    asks each event for it (use_clockid), and with CLOCK_MONOTONIC a Python
+    command also writes a jitdump for perf inject --jit."""
+    import pmuscope.sampling as sampling
+    from pmuscope.cli import main as cli
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(*a, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(sampling, "Recorder", fake)
+    with pytest.raises(Stop):
+        cli.main(["record", *(["-k", text] if text else []), "-o", os.devnull, "--", "true"])
+    assert seen["clockid"] == clock
+
+
+def test_record_clockid_rejects_unknown():
+    from pmuscope.cli import main as cli
+
+    assert cli.main(["record", "-k", "sundial", "-o", os.devnull, "--", "true"]) != 0
+
+
+def test_recorder_sets_use_clockid_and_jitdump(monkeypatch):
+    import time
+
+    from pmuscope.counting import workload as wl
+    from pmuscope.sampling import Recorder
+
+    rec = Recorder("cpu-clock", cmd=["true"], output=None, clockid=time.CLOCK_MONOTONIC, python_frames=True)
+    assert all(a.use_clockid == 1 and a.clockid == time.CLOCK_MONOTONIC for a in rec.attrs)
+    envs = []
+
+    class FakeWorkload:
+        def __init__(self, argv, env=None):
+            envs.append(env)
+            raise RuntimeError("stop")
+
+    monkeypatch.setattr(wl, "Workload", FakeWorkload)
+    with pytest.raises(RuntimeError):
+        rec.start()
+    assert envs[0][pyframes.ENV_JITDUMP] == "1" and envs[0][pyframes.ENV_FLAG] == "1"
+    plain = Recorder("cpu-clock", cmd=["true"], output=None)
+    assert all(a.use_clockid == 0 for a in plain.attrs)

@@ -171,6 +171,11 @@ class Recorder:
     <pmuscope.sampling.pyframes.child_env>` (perf maps with ``py::`` names);
     for ``pid``, a note says when a Python process has no map.
 
+    ``clockid`` stamps samples with that clock (``perf record -k``; e.g.
+    ``time.CLOCK_MONOTONIC``, which ``perf inject --jit`` needs). With
+    CLOCK_MONOTONIC and ``python_frames``, CPython <= 3.11 processes also write a
+    jitdump, so ``perf inject --jit`` lets Linux perf unwind through Python frames.
+
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
     called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
     :meth:`records` / call :meth:`poll` yourself, then :meth:`close`.
@@ -199,6 +204,7 @@ class Recorder:
         procfs_root: str = "/proc",
         build_ids: bool = True,
         python_frames: bool = False,
+        clockid: int | None = None,
     ) -> None:
         from ..events import parse_events, record_defaults
 
@@ -288,6 +294,11 @@ class Recorder:
                 attr.sample_max_stack = spec.max_stack
             if self.cpu_wide or sample_cpu:
                 attr.sample_type |= S.CPU
+        if clockid is not None:
+            for attr in self.attrs:
+                attr.use_clockid = 1
+                attr.clockid = int(clockid)
+        self.clockid = clockid
         self.names = [s.name for s in self.specs]
         if mmap_pages is None:
             mmap_pages = DEFAULT_MMAP_PAGES
@@ -439,7 +450,7 @@ class Recorder:
                 if self.python_frames:
                     from .pyframes import child_env
 
-                    env = child_env()
+                    env = child_env(jitdump=self.clockid == time.CLOCK_MONOTONIC)
                 self.workload = Workload(self.cmd, env=env)
             self._open()
             if self.output is not None:
