@@ -1,5 +1,5 @@
 /*
- * pmuscope._pyperf: Python function names for perf on CPython <= 3.11.
+ * pmuscope._pyperf: Python function names for perf on CPython 3.9 - 3.11.
  *
  * CPython 3.12 added `-X perf` (Python/perf_trampoline.c): every Python
  * function is evaluated through a tiny piece of machine code of its own, and
@@ -14,10 +14,11 @@
  *     trampoline(tstate, frame, throw, _PyEval_EvalFrameDefault)
  * which keeps a frame-pointer frame and calls the real evaluator.
  *
- * why a hook costs more than in 3.12: with a custom eval function 3.11's
- * ceval no longer inlines Python-to-Python calls (ceval.c, `_Py_EnterRecursivePy`
- * path is skipped when interp->eval_frame is set), so every Python call gets
- * its own C frame -- which is exactly what makes it visible on the C stack.
+ * why a hook costs more than a call: 3.11's ceval inlines a Python-to-Python
+ * call only while no eval function is set (ceval.c, CALL and the
+ * CALL_PY_* specializations check `tstate->interp->eval_frame == NULL`), so
+ * with the hook every Python call gets its own C frame -- which is exactly what
+ * puts it on the C stack.
  */
 #define _GNU_SOURCE 1  /* memmem */
 #define PY_SSIZE_T_CLEAN
@@ -56,9 +57,10 @@ typedef PyObject *(*eval_func_t)(PyThreadState *, eval_frame_t *, int);
 typedef PyObject *(*trampoline_t)(PyThreadState *, eval_frame_t *, int, eval_func_t);
 
 /* The trampoline: a frame-pointer frame around a call of its 4th argument.
- * why the frame pointer: the code has no CFI, and unwinders that find none
- * (libunwind, libdw, pmuscope's own) step through it by the frame-pointer
- * chain; the evaluator it calls restores %rbp/x29 through its own CFI. */
+ * why the frame pointer: the code has no CFI, and unwinders that fall back to
+ * the frame-pointer rule for such code (pmuscope's, libdw's) step through it;
+ * the evaluator it calls restores %rbp/x29 through its own CFI. perf's
+ * libunwind-based unwinder does not fall back: the jitdump below is for it. */
 #if defined(__x86_64__)
 static const unsigned char tramp_code[] = {
     0x55,             /* push %rbp        */
