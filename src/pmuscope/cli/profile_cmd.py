@@ -24,8 +24,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="samples per second (default 4000)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("--no-call-graph", action="store_true", help="no call chains (leaf functions only)")
-    p.add_argument("--call-graph", metavar="MODE", help="fp (frame pointers) or dwarf[,SIZE] (user stack copies, "
-                   "unwound by pmuscope); default fp, dwarf for a Python command when pmuscope can unwind them")
     p.add_argument("--no-python-frames", action="store_true",
                    help="do not name Python functions: by default CPython processes the command starts get "
                    "per-function trampolines named in /tmp/perf-PID.map (py::QUALNAME:FILE; 3.12+: -X perf)")
@@ -39,25 +37,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows of the report to print (default 20)")
     p.add_argument("-m", "--mmap-pages", type=int, metavar="PAGES", help="ring buffer data pages (power of two)")
     p.add_argument("workload", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS]")
-
-
-def _call_graph(args: argparse.Namespace, command: list[str]) -> bool | str:
-    """The call-chain mode: off, explicit, or frame pointers -- except for a
-    Python command when pmuscope has a DWARF unwinder: CPython's libpython is
-    built without frame pointers, so only unwinding by CFI reaches the Python
-    functions' trampolines and the callers above them."""
-    if args.no_call_graph:
-        return False
-    if args.call_graph:
-        return args.call_graph
-    if command and not args.no_python_frames:
-        import importlib.util
-
-        from ..sampling.pyframes import is_python_command
-
-        if is_python_command(command) and importlib.util.find_spec("pmuscope.unwind") is not None:
-            return "dwarf"
-    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(d):
         raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
-                   callgraph=_call_graph(args, command), pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
+                   callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages,
                    python_frames=not args.no_python_frames)
     result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
