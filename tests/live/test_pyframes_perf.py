@@ -148,19 +148,22 @@ def _report_py_rows_perf(perf_bin, path):
     rows = {}
     for line in out.splitlines():
         m = re.match(r"^\s+(\d+)\s+(.+?)\s+\[\.\] (py::\S+)\s*$", line)
-        if m:
-            rows[(m.group(2).strip(), m.group(3))] = int(m.group(1))
+        if m:  # two code objects may share a name: one row each
+            key = (m.group(2).strip(), m.group(3))
+            rows[key] = rows.get(key, 0) + int(m.group(1))
     return rows
 
 
-def _record(tmp_path, workload, *flags, seconds="1.0"):
+def _record(tmp_path, workload, *flags, seconds="1.0", result=False):
     data, pidfile = tmp_path / "rec.data", tmp_path / "pid"
-    r = subprocess.run(PM + ["record", "-q", "-e", "cpu-clock", "-F", "20000", *flags, "-o", str(data), "--",
+    r = subprocess.run(PM + ["record", "-e", "cpu-clock", "-F", "20000", *flags, "-o", str(data), "--",
                              sys.executable, workload, seconds, str(pidfile)],
                        capture_output=True, text=True, timeout=180)
     if r.returncode != 0 and "perf_event_open" in r.stderr:
         pytest.skip(f"cannot record here: {r.stderr.strip()[-200:]}")
     assert r.returncode == 0, r.stderr
+    if result:
+        return str(data), int(pidfile.read_text()), r
     return str(data), int(pidfile.read_text())
 
 
@@ -170,7 +173,7 @@ def test_pmuscope_record_names_python_functions_like_perf(perf_bin, tmp_path, wo
     same names, DSO and counts by ``perf report`` and ``pmuscope report``."""
     from pmuscope.profile import build_report, load_profile
 
-    path, pid = _record(tmp_path, workload)
+    path, pid, r = _record(tmp_path, workload, result=True)
     mapfile = f"/tmp/perf-{pid}.map"
     try:
         names = {ln.split(" ", 2)[2].rstrip("\n") for ln in open(mapfile)}
@@ -179,8 +182,17 @@ def test_pmuscope_record_names_python_functions_like_perf(perf_bin, tmp_path, wo
         theirs = _report_py_rows_perf(perf_bin, path)
         assert theirs, "perf report shows no sample inside a trampoline (too few samples?)"
         rep = build_report(load_profile(path), ("dso", "sym"))
-        mine = {(r.keys["dso"], r.keys["sym"]): r.samples for r in rep.rows if r.keys["sym"].startswith("py::")}
-        assert mine == theirs
+        mine: dict = {}
+        for row in rep.rows:
+            if row.keys["sym"].startswith("py::"):
+                key = (row.keys["dso"], row.keys["sym"])
+                mine[key] = mine.get(key, 0) + row.samples
+        if "were lost" in r.stderr:
+            # a lost PERF_RECORD_MMAP of a trampoline arena: perf leaves its
+            # samples unnamed, pmuscope still finds them in the map
+            assert set(theirs) <= set(mine)
+        else:
+            assert mine == theirs, r.stderr
     finally:
         os.unlink(mapfile)
 
