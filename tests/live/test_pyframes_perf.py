@@ -120,7 +120,7 @@ def _perf_script_py_addresses(perf_bin, path):
             m = re.match(r"^\s*\S+\s+(\d+)", line)
             pid = int(m.group(1)) if m else None
             continue
-        m = re.match(r"^\s+([0-9a-f]+) (py::\S+?)\+0x[0-9a-f]+ \(", line)
+        m = re.match(r"^\s+([0-9a-f]+) (py::.+?)\+0x[0-9a-f]+ \(", line)
         if m and pid is not None:
             found.append((pid, int(m.group(1), 16), m.group(2)))
     return found
@@ -147,7 +147,7 @@ def _report_py_rows_perf(perf_bin, path):
                           "-i", path], capture_output=True, text=True, timeout=180).stdout
     rows = {}
     for line in out.splitlines():
-        m = re.match(r"^\s+(\d+)\s+(.+?)\s+\[\.\] (py::\S+)\s*$", line)
+        m = re.match(r"^\s+(\d+)\s+(.+?)\s+\[\.\] (py::.+?)\s*$", line)  # names hold spaces: <frozen x>
         if m:  # two code objects may share a name: one row each
             key = (m.group(2).strip(), m.group(3))
             rows[key] = rows.get(key, 0) + int(m.group(1))
@@ -187,12 +187,7 @@ def test_pmuscope_record_names_python_functions_like_perf(perf_bin, tmp_path, wo
             if row.keys["sym"].startswith("py::"):
                 key = (row.keys["dso"], row.keys["sym"])
                 mine[key] = mine.get(key, 0) + row.samples
-        if "were lost" in r.stderr:
-            # a lost PERF_RECORD_MMAP of a trampoline arena: perf leaves its
-            # samples unnamed, pmuscope still finds them in the map
-            assert set(theirs) <= set(mine)
-        else:
-            assert mine == theirs, r.stderr
+        assert mine == theirs, r.stderr
     finally:
         os.unlink(mapfile)
 
