@@ -230,14 +230,14 @@ jit_open(void)
     jit_close();
     jit_pid = getpid();
     snprintf(path, sizeof(path), "%s/jit-%ld.dump", map_dir, (long)jit_pid);
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode) || ftruncate(fd, 0) != 0) {
         close(fd);
-        errno = EPERM;
+        errno = EPERM;  /* someone else's file: leave it alone (truncated only once known to be ours) */
         return -1;
     }
     unsigned char hdr[40], *p = hdr;
