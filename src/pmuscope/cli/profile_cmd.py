@@ -24,6 +24,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="samples per second (default 4000)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("--no-call-graph", action="store_true", help="no call chains (leaf functions only)")
+    p.add_argument("--no-python-frames", action="store_true",
+                   help="do not name Python functions: by default CPython processes the command starts get "
+                   "per-function trampolines named in /tmp/perf-PID.map (py::QUALNAME:FILE; 3.12+: -X perf)")
     p.add_argument("-p", "--pid", metavar="PID[,PID]", help="attach to processes instead of running CMD")
     p.add_argument("-a", "--all-cpus", action="store_true", help="record every CPU")
     p.add_argument("-C", "--cpu", metavar="LIST", help="record these CPUs")
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
-                   cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)
+                   cmd=command or None, output=data_path, mmap_pages=args.mmap_pages,
+                   python_frames=not args.no_python_frames)
     result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
     print(result.summary("pmuscope profile"), file=sys.stderr)
     prof = load_profile(data_path)

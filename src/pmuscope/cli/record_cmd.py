@@ -36,6 +36,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--no-inherit", action="store_true", help="do not follow child tasks")
     p.add_argument("-B", "--no-buildid", action="store_true", help="do not write the build-id table")
     p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after SECONDS (else at command exit or Ctrl-C)")
+    p.add_argument("-k", "--clockid", metavar="CLOCK", help="sample time stamps from this clock (perf record -k): "
+                   "monotonic (1), monotonic_raw, realtime, boottime, tai or a number; with monotonic, Python <= 3.11 "
+                   "also writes a jitdump for perf inject --jit")
+    p.add_argument("--no-python-frames", action="store_true",
+                   help="do not name Python functions: by default CPython processes the command starts get "
+                   "per-function trampolines named in /tmp/perf-PID.map (py::QUALNAME:FILE; 3.12+: -X perf)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     push = p.add_argument_group("pushing to a continuous-profiling back end")
     push.add_argument("--push", metavar="URL", help="after recording, send the profile (pprof) to a Pyroscope-"
@@ -46,6 +52,26 @@ def configure(p: argparse.ArgumentParser) -> None:
     push.add_argument("--push-timeout", type=float, default=30.0, metavar="SECONDS",
                       help="--push: give up (drop with a warning) after this long (default 30)")
     p.add_argument("workload", nargs=argparse.REMAINDER, metavar="COMMAND", help="-- COMMAND [ARGS]")
+
+
+#: perf's clock names (tools/perf/builtin-record.c clockids[])
+_CLOCKS = {"monotonic": 1, "mono": 1, "monotonic_raw": 4, "raw": 4, "realtime": 0, "real": 0,
+           "boottime": 7, "boot": 7, "tai": 11}
+
+
+def _clockid(text: str | None) -> int | None:
+    if text is None:
+        return None
+    t = text.lower()
+    if t.startswith("clock_"):
+        t = t[6:]
+    if t in _CLOCKS:
+        return _CLOCKS[t]
+    try:
+        return int(t)
+    except ValueError:
+        raise errors.PmuscopeError(f"-k {text!r}: unknown clock; use monotonic, monotonic_raw, realtime, boottime, "
+                                   "tai or a clock number") from None
 
 
 def _ints(text: str | None, what: str) -> list[int] | None:
@@ -96,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         mmap_pages=args.mmap_pages,
         inherit=False if args.no_inherit else None,
         build_ids=not args.no_buildid,
+        python_frames=not args.no_python_frames,
+        clockid=_clockid(args.clockid),
         argv=["pmuscope", "record", *sys.argv[2:]] if len(sys.argv) > 1 and sys.argv[1] == "record" else None,
     )
     started = time.time()

@@ -24,7 +24,8 @@ def frame_labels(p: Profile, *, annotate_kernel: bool = True) -> list[str]:
             if n is None:
                 n = sym_cache[s] = p.sym_name(s)
         elif d >= 0:
-            n = f"[{p.dso_short_name(d)}]"
+            short = p.dso_short_name(d)
+            n = short if short.startswith("[JIT]") else f"[{short}]"
         else:
             n = "[unknown]"
         labels.append(frame_name(n + "_[k]" if k and annotate_kernel else n))

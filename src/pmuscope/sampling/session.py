@@ -166,6 +166,16 @@ class Recorder:
     mmaps (``mmap_data``), as ``-d`` does. A kernel that rejects
     WEIGHT_STRUCT gets WEIGHT instead, like perf.
 
+    ``python_frames=True`` names Python functions in the stacks of CPython
+    processes: ``cmd`` runs with :func:`pyframes.child_env
+    <pmuscope.sampling.pyframes.child_env>` (perf maps with ``py::`` names);
+    for ``pid``, a note says when a Python process has no map.
+
+    ``clockid`` stamps samples with that clock (``perf record -k``; e.g.
+    ``time.CLOCK_MONOTONIC``, which ``perf inject --jit`` needs). With
+    CLOCK_MONOTONIC and ``python_frames``, CPython <= 3.11 processes also write a
+    jitdump, so ``perf inject --jit`` lets Linux perf unwind through Python frames.
+
     Use :meth:`run` (blocks until the command/target exits, :meth:`stop` is
     called, ``duration`` passes or Ctrl-C), or :meth:`start` then iterate
     :meth:`records` / call :meth:`poll` yourself, then :meth:`close`.
@@ -193,6 +203,8 @@ class Recorder:
         sysfs_root: str = "/sys",
         procfs_root: str = "/proc",
         build_ids: bool = True,
+        python_frames: bool = False,
+        clockid: int | None = None,
     ) -> None:
         from ..events import parse_events, record_defaults
 
@@ -241,6 +253,20 @@ class Recorder:
         self.procfs_root = procfs_root
         self.build_ids = build_ids
         self.argv = argv
+        self.python_frames = python_frames
+        if python_frames and self.cmd:
+            from .pyframes import missing_helper_note
+
+            note = missing_helper_note(self.cmd)
+            if note:
+                self.notes.append(note)
+        if python_frames and self.pids:
+            from .pyframes import attach_note
+
+            for p in self.pids:
+                note = attach_note(p, procfs_root)
+                if note:
+                    self.notes.append(note)
         if inherit is None:
             inherit = not self.tids  # perf: -t implies --no-inherit
         if specs is not None:
@@ -268,6 +294,11 @@ class Recorder:
                 attr.sample_max_stack = spec.max_stack
             if self.cpu_wide or sample_cpu:
                 attr.sample_type |= S.CPU
+        if clockid is not None:
+            for attr in self.attrs:
+                attr.use_clockid = 1
+                attr.clockid = int(clockid)
+        self.clockid = clockid
         self.names = [s.name for s in self.specs]
         if mmap_pages is None:
             mmap_pages = DEFAULT_MMAP_PAGES
@@ -415,7 +446,12 @@ class Recorder:
             if self.cmd is not None:
                 from ..counting.workload import Workload
 
-                self.workload = Workload(self.cmd)
+                env = None
+                if self.python_frames:
+                    from .pyframes import child_env
+
+                    env = child_env(jitdump=self.clockid == time.CLOCK_MONOTONIC)
+                self.workload = Workload(self.cmd, env=env)
             self._open()
             if self.output is not None:
                 self._open_writer()

@@ -23,6 +23,7 @@ from ..errors import FormatError, ProcessGoneError
 from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso, shared_cache
 from .kernel import KERNEL_DSO, KernelSymbols
 from .maps import AddressSpace, Mapping, Maps
+from .jitdump import JitDumpMap
 from .perfmap import PerfMap
 from .table import SymbolTable
 
@@ -165,9 +166,13 @@ class Symbolizer:
             return self.kernel
         return self._kernel or None
 
-    def perf_map(self, pid: int) -> PerfMap | None:
+    def perf_map(self, pid: int) -> PerfMap | JitDumpMap | None:
+        """The JIT symbols of ``pid``: its perf map, else its jitdump
+        (``jit-PID.dump``, read in-process where perf needs ``perf inject --jit``)."""
         if pid not in self._perf_maps:
             pm = PerfMap.for_pid(pid, self.tmp_dir)
+            if not pm.exists():
+                pm = JitDumpMap.for_pid(pid, self.tmp_dir)
             self._perf_maps[pid] = pm if pm.exists() else None
         return self._perf_maps[pid]
 
