@@ -439,7 +439,7 @@ class Recorder:
                 self.workload.cancel()
             self._teardown()
             if self.writer is not None:
-                self.writer.close()
+                self.writer.abort()
             raise
         return self
 
@@ -456,11 +456,7 @@ class Recorder:
             for i, attr in enumerate(self.attrs):
                 self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
             return
-        try:
-            if os.path.getsize(self.output) > 0 and not os.path.islink(self.output):
-                os.replace(self.output, self.output + ".old")  # perf keeps the previous recording as FILE.old
-        except OSError:
-            pass
+        # the writer keeps a previous recording as FILE.old (perf's rule) when it completes
         self.writer = PerfDataWriter(self.output, argv=self.argv)
         for i, attr in enumerate(self.attrs):
             self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
@@ -647,7 +643,21 @@ class Recorder:
             self._result.interrupted = True
             self._disable()
             self._drain()
+        except BaseException:
+            self.abort()
+            raise
         return self.close()
+
+    def abort(self) -> None:
+        """After an error (a full disk): stop the command as :meth:`close` does,
+        and remove the unfinished file (a previous one stays)."""
+        if self.writer is not None and not self._pipe:
+            self.writer.abort()
+            self.writer = None
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            pass
 
     def _disable(self) -> None:
         for fds in self.fds:
