@@ -61,8 +61,9 @@ def _write(data: bytes | str, path: str) -> None:
             sys.stdout.write(data)
         sys.stdout.flush()
         return
-    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
-        f.write(data)
+    from ..outfile import write_output
+
+    write_output(path, data)
 
 
 def run(args: argparse.Namespace) -> int:

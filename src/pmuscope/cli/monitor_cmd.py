@@ -119,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
                     progress.update(mon.stats)
             except KeyboardInterrupt:
                 interrupted = True  # keep what was written
-        finally:
-            writer.close()
+        except BaseException:
+            writer.abort()  # a full disk: the file keeps its whole batches
+            raise
+        writer.close()
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)

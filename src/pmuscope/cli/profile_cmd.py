@@ -66,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
     rep.rows, rep.display = rep.rows[:args.top], rep.display[:args.top]
     sys.stdout.write(format_report(rep))
     folded = folded_stacks(prof)
-    with open(folded_path, "w", encoding="utf-8") as f:
-        f.write(format_folded(folded))
+    from ..outfile import write_output
+
+    write_output(folded_path, format_folded(folded))
     name = " ".join(command) if command else (f"pid {args.pid}" if pids else "system-wide")
     write_flamegraph(prof, html_path, folded=folded, title=f"pmuscope profile: {name}")
     print(f"pmuscope profile: perf.data  {data_path}  (pmuscope report -i {data_path}; perf report -i {data_path})")

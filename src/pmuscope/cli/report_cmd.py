@@ -172,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
         if args.folded == "-":
             sys.stdout.write(text)
             return 0
-        with open(args.folded, "w", encoding="utf-8") as f:
-            f.write(text)
+        from ..outfile import write_output
+
+        write_output(args.folded, text)
         print(f"pmuscope report: folded stacks written to {args.folded}", file=sys.stderr)
     if args.flamegraph:
         write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")

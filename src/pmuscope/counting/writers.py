@@ -21,6 +21,7 @@ from typing import IO, Mapping, Sequence
 import numpy as np
 
 from ..errors import PmuscopeError, require
+from ..outfile import open_output
 
 __all__ = ["Writer", "CsvWriter", "JsonLinesWriter", "ParquetWriter", "open_writer", "FORMATS", "format_for_path"]
 
@@ -62,11 +63,18 @@ class Writer:
     def close(self) -> None:
         pass
 
+    def abort(self) -> None:
+        """After an error: leave what is whole and stop."""
+        self.close()
+
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def _length(self, batch: Mapping[str, np.ndarray]) -> int:
         missing = [c for c in self.columns if c not in batch]
@@ -83,10 +91,10 @@ def _open_text(path: str | IO[str]) -> tuple[IO[str], bool]:
         return path, False
     if path == "-":
         return sys.stdout, False
-    try:
-        return open(path, "w", newline="", encoding="utf-8", buffering=1 << 20), True
-    except OSError as err:
-        raise PmuscopeError(f"cannot write {path!r}: {err.strerror}") from err
+    # written in place (not renamed at the end): each batch is flushed as it
+    # comes, so a killed run keeps every batch but the one in flight, and an
+    # error (a full disk) cuts the file back to the last whole batch
+    return open_output(path, "w", atomic=False, newline=""), True
 
 
 def _format_float(x: float) -> str:
@@ -120,15 +128,24 @@ class _TextWriter(Writer):
         self._f, self._owned = _open_text(path)
 
     def flush(self) -> None:
-        self._f.flush()
+        getattr(self._f, "checkpoint", self._f.flush)()
 
     def close(self) -> None:
         if self._f is None:
             return
-        self._f.flush()
+        f, self._f = self._f, None  # type: ignore[assignment]
         if self._owned:
-            self._f.close()
-        self._f = None  # type: ignore[assignment]
+            f.close()
+        else:
+            f.flush()
+
+    def abort(self) -> None:
+        """After an error: stop writing; the file keeps its whole batches."""
+        f, self._f = self._f, None  # type: ignore[assignment]
+        if f is not None and self._owned:
+            f.abort()
+        elif f is not None:
+            f.flush()
 
 
 class CsvWriter(_TextWriter):
@@ -138,6 +155,7 @@ class CsvWriter(_TextWriter):
     def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(path, schema, metadata)
         self._f.write(",".join(_csv_quote(c) for c in self.columns) + "\n")
+        self.flush()
 
     def write(self, batch: Mapping[str, np.ndarray]) -> None:
         n = self._length(batch)
@@ -146,6 +164,7 @@ class CsvWriter(_TextWriter):
         cols = [_column_strings(np.asarray(batch[name]), kind) for name, kind in self.schema]
         self._f.write("\n".join(",".join(row) for row in zip(*cols)) + "\n")
         self.rows_written += n
+        self.flush()  # durable per batch
 
 
 def _json_values(arr: np.ndarray, kind: str) -> list:
@@ -179,6 +198,7 @@ class JsonLinesWriter(_TextWriter):
             out.write("\n")
         self._f.write(out.getvalue())
         self.rows_written += n
+        self.flush()  # durable per batch
 
 
 class ParquetWriter(Writer):

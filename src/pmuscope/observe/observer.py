@@ -381,27 +381,40 @@ def observe(events, **kwargs) -> ObserveResult:
     return Observer(events, **kwargs).run()
 
 
-def write_series(result: ObserveResult, path: str, fmt: str | None = None) -> str:
-    """Write the per-period series as Parquet, CSV or npz (by extension or ``fmt``)."""
+def series_format(path: str, fmt: str | None = None) -> str:
+    """The series format for ``path`` (by extension, else CSV); refuses others."""
     fmt = fmt or os.path.splitext(path)[1].lstrip(".").lower() or "csv"
-    cols = result.deltas()
-    if fmt == "npz":
-        np.savez(path, **cols)
-    elif fmt == "csv":
-        names = list(cols)
-        data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
-        np.savetxt(path, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
-    elif fmt == "parquet":
+    if fmt not in ("npz", "csv", "parquet"):
+        raise PmuscopeError(f"unknown output format {fmt!r}: use .parquet, .csv or .npz")
+    return fmt
+
+
+def write_series(result: ObserveResult, path: str, fmt: str | None = None, *, out=None) -> str:
+    """Write the per-period series as Parquet, CSV or npz (by extension or
+    ``fmt``), through :mod:`pmuscope.outfile` (``out``: a file already opened
+    with :func:`~pmuscope.outfile.open_output`, completed here)."""
+    from ..outfile import open_output
+
+    fmt = series_format(path, fmt)
+    if fmt == "parquet":
         from ..errors import require
 
         pa = require("pyarrow", "parquet", "Parquet output")
-        import pyarrow.parquet as pq
+    cols = result.deltas()
+    out = out if out is not None else open_output(path, "wb")
+    with out:
+        if fmt == "npz":
+            out.guard(np.savez, out.file, **cols)
+        elif fmt == "csv":
+            names = list(cols)
+            data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
+            out.guard(np.savetxt, out.file, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
+        else:
+            import pyarrow.parquet as pq
 
-        table = pa.table({k: v for k, v in cols.items()})
-        table = table.replace_schema_metadata({"pmuscope": str(result.summary())})
-        pq.write_table(table, path)
-    else:
-        raise PmuscopeError(f"unknown output format {fmt!r}: use .parquet, .csv or .npz")
+            table = pa.table({k: v for k, v in cols.items()})
+            table = table.replace_schema_metadata({"pmuscope": str(result.summary())})
+            out.guard(pq.write_table, table, out.file)
     return path
 
 
