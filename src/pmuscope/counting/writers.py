@@ -16,6 +16,7 @@ import io
 import json
 import math
 import sys
+import time
 from typing import IO, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +27,8 @@ from ..outfile import open_output
 __all__ = ["Writer", "CsvWriter", "JsonLinesWriter", "ParquetWriter", "open_writer", "FORMATS", "format_for_path"]
 
 FORMATS = ("parquet", "csv", "jsonl")
+#: a Parquet row group is closed (and the file made whole) at least this often
+DEFAULT_FLUSH_SECONDS = 5.0
 _KINDS = {"i64", "i32", "f64", "bool", "str"}
 
 
@@ -202,9 +205,12 @@ class JsonLinesWriter(_TextWriter):
 
 
 class ParquetWriter(Writer):
-    """Parquet through pyarrow, one row group per ``row_group_rows`` rows, so
-    memory stays bounded for runs of any length. ``metadata`` goes into the
-    file's key-value metadata."""
+    """Parquet through pyarrow, durable while it is written: a row group is
+    closed every ``row_group_rows`` rows or ``flush_seconds`` seconds
+    (whichever comes first) and the file on disk is a whole Parquet file after
+    each one (:mod:`~pmuscope.counting.parquet_append`), so a killed run keeps
+    all but the last ``flush_seconds`` and ``pyarrow`` reads it. Memory holds
+    at most one row group. ``metadata`` goes into the file's key-value metadata."""
 
     def __init__(
         self,
@@ -214,10 +220,11 @@ class ParquetWriter(Writer):
         *,
         row_group_rows: int = 65536,
         compression: str = "zstd",
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         super().__init__(schema, metadata)
         pa = require("pyarrow", "parquet", "Parquet output")
-        pq = require("pyarrow.parquet", "parquet", "Parquet output")
+        self._pq = require("pyarrow.parquet", "parquet", "Parquet output")
         self._pa = pa
         types = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "bool": pa.bool_(), "str": pa.dictionary(pa.int32(), pa.string())}
         self._arrow_schema = pa.schema(
@@ -225,12 +232,21 @@ class ParquetWriter(Writer):
             metadata={k.encode(): str(v).encode() for k, v in self.metadata.items()},
         )
         self.row_group_rows = max(1, int(row_group_rows))
+        self.flush_seconds = float(flush_seconds)
+        self.compression = compression
         self._pending: list[dict[str, np.ndarray]] = []
         self._pending_rows = 0
-        try:
-            self._w = pq.ParquetWriter(path, self._arrow_schema, compression=compression)
-        except OSError as err:
-            raise PmuscopeError(f"cannot write {path!r}: {err}") from err
+        self._last_flush = time.monotonic()
+        from .parquet_append import ParquetAppender
+
+        self._out = open_output(path, "wb", atomic=False)
+        self._w = self._out.guard(ParquetAppender, self._out.fileno(), self._segment(self._arrow_schema.empty_table()))
+        self._out.checkpoint()
+
+    def _segment(self, table) -> bytes:
+        buf = io.BytesIO()
+        self._pq.write_table(table, buf, compression=self.compression, row_group_size=max(len(table), 1))
+        return buf.getvalue()
 
     def write(self, batch: Mapping[str, np.ndarray]) -> None:
         n = self._length(batch)
@@ -238,10 +254,11 @@ class ParquetWriter(Writer):
             return
         self._pending.append({c: np.asarray(batch[c]) for c in self.columns})
         self._pending_rows += n
-        if self._pending_rows >= self.row_group_rows:
+        if self._pending_rows >= self.row_group_rows or time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
     def flush(self) -> None:
+        self._last_flush = time.monotonic()
         if not self._pending:
             return
         pa = self._pa
@@ -254,17 +271,28 @@ class ParquetWriter(Writer):
                 arrays.append(pa.array(data, type=pa.string()).dictionary_encode())
             else:
                 arrays.append(pa.array(data, type=self._arrow_schema.field(name).type))
-        self._w.write_table(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
-        self.rows_written += self._pending_rows
+        segment = self._segment(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
+        rows = self.rows_written
+        self._out.guard(self._w.append, segment)
+        self._out.checkpoint()
+        self.rows_written = rows + self._pending_rows
         self._pending = []
         self._pending_rows = 0
 
     def close(self) -> None:
         if self._w is None:
             return
-        self.flush()
-        self._w.close()
+        try:
+            self.flush()
+        finally:
+            self._w = None
+        self._out.close()
+
+    def abort(self) -> None:
+        if self._w is None:
+            return
         self._w = None
+        self._out.abort()  # cut back to the last whole file
 
 
 def open_writer(
