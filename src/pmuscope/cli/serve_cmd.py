@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             if args.textfile:
                 try:
                     write_textfile(exporter, args.textfile)
-                except OSError as err:
+                except (OSError, errors.PmuscopeError) as err:
                     exporter.health.read_errors += 1
                     print(f"pmuscope serve: cannot write textfile: {err}", file=sys.stderr)
         if server is not None:

@@ -12,7 +12,6 @@ import gzip
 import ipaddress
 import os
 import sys
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -142,19 +141,9 @@ def write_textfile(exporter: CounterExporter, directory: str, name: str = "pmusc
         raise errors.PmuscopeError(f"--textfile directory {directory!r} does not exist; create it or point at "
                                    "node_exporter's --collector.textfile.directory")
     text = render(exporter.collect(), openmetrics=False)
-    path = os.path.join(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    from ..outfile import write_output
+
+    # a temporary file in the same folder renamed over the previous one (never
+    # a link followed, no .old kept: it is rewritten every interval); 0644 so
+    # node_exporter, running as another user, reads it
+    return write_output(os.path.join(directory, name), text, backup=False, perm=0o644)

@@ -269,10 +269,11 @@ class TableWriter:
         if fmt == "parquet":
             require("pyarrow.parquet", "parquet", "Parquet output")
         try:
-            os.makedirs(outdir, exist_ok=True)
+            os.mkdir(outdir)  # OUTDIR itself, in a folder that exists
+        except FileExistsError:
+            if not os.path.isdir(outdir):
+                raise output_error(NotADirectoryError(errno.ENOTDIR, "it exists and is not a folder"), outdir) from None
         except OSError as err:
-            if isinstance(err, FileExistsError):
-                err = NotADirectoryError(errno.ENOTDIR, "exists and is not a folder")
             raise output_error(err, outdir) from None
         self.outdir, self.prefix, self.fmt, self.which = outdir, prefix, fmt, tuple(which)
         self._open: dict[str, object] = {}
