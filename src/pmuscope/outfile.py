@@ -149,6 +149,9 @@ def _move_aside(path: str, backup: bool) -> None:
                           path=path, errno=err.errno, reason=err.strerror) from None
 
 
+#: how a created fd becomes a file object (tests put a full-disk fault here)
+_fdopen = os.fdopen
+
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -200,7 +203,7 @@ class OutputFile:
             _move_aside(self.path, backup)
             fd = self._open_fd(self.path, _CREATE, perm)
         try:
-            raw = os.fdopen(fd, "wb", buffering=buffering if buffering != -1 else io.DEFAULT_BUFFER_SIZE * 8)
+            raw = _fdopen(fd, "wb", buffering=buffering if buffering != -1 else io.DEFAULT_BUFFER_SIZE * 8)
         except BaseException:
             os.close(fd)
             raise
