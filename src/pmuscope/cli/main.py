@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from typing import Sequence
 
 from .. import __version__
@@ -111,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "_numpy", False):
         import_numpy()
+    from .. import _policy
+
+    # read perf.data like perf: damaged optional metadata is a warning
+    _policy.STRICT_READS = False
+    old_show = warnings.showwarning
+    warnings.showwarning = _warning_printer(args.command)
     try:
         return int(args._run(args) or 0)
     except PmuscopeError as err:
@@ -125,6 +132,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = old_show
+        _policy.STRICT_READS = True
+
+
+def _warning_printer(command: str):
+    """Warnings (a skipped damaged header section ...) as one line each:
+    ``pmuscope CMD: warning: ...``."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"pmuscope {command}: warning: {message}", file=sys.stderr)
+
+    return show
 
 
 def entry() -> None:
