@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -48,8 +49,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..serve import MetricsServer, is_loopback, open_exporter, render, write_textfile
 
-    if args.interval <= 0:
-        raise errors.PmuscopeError(f"--interval must be positive, got {args.interval}")
+    if not 0 < args.interval <= 86_400:
+        raise errors.PmuscopeError(f"--interval {args.interval}: must be more than 0 and at most 86400 seconds")
+    if not 0 <= args.port <= 65535:
+        raise errors.PmuscopeError(f"--port {args.port}: a TCP port is 0..65535 (0 picks a free one)")
+    if args.textfile and not os.path.isdir(args.textfile):
+        raise errors.PmuscopeError(f"--textfile {args.textfile}: no such folder; create it or point at "
+                                   "node_exporter's --collector.textfile.directory")
     if args.no_http and not args.textfile and not args.once:
         raise errors.PmuscopeError("--no-http needs --textfile DIR (or --once): otherwise nothing is exported")
     events = ",".join(args.event) if args.event else None
