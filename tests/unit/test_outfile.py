@@ -269,3 +269,20 @@ def test_parquet_writer_memory_flat_for_an_hour_at_1ms(tmp_path):
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == 3_600_000 and meta.num_row_groups == 720
     assert rss[1] - rss[0] < 40 * 1024, rss  # KiB: flat (the 3.6 M rows would be >100 MB)
+
+
+def test_perf_map_of_another_user_is_ignored(tmp_path):
+    """perf's rule: a /tmp/perf-PID.map not owned by the reading user or root is
+    refused with a warning (anyone can write /tmp)."""
+    from pmuscope.symbols.perfmap import PerfMap
+
+    path = tmp_path / "perf-4242.map"
+    path.write_text("1000 10 jitted_fn\n")
+    assert PerfMap(str(path)).table() is not None and PerfMap(str(path)).refresh()
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(path, 65534, 65534)
+    pm = PerfMap(str(path))
+    with pytest.warns(UserWarning, match="not owned by the current user or root"):
+        assert not pm.refresh()
+    assert pm.untrusted and len(pm.table()) == 0
