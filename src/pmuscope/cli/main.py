@@ -105,6 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first is None and "--version" in argv:
         print(f"pmuscope {__version__}")
         return 0
+    if first == "c2c":
+        # perf c2c record is perf mem record of loads and stores: the same here
+        i = argv.index("c2c")
+        rest = [a for a in argv[i + 1:] if not a.startswith("-")]
+        if rest and rest[0] == "record":
+            j = argv.index("record", i + 1)
+            argv = argv[:i] + ["mem", "record"] + argv[i + 1:j] + argv[j + 1:]
+            first = "mem"
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
