@@ -57,14 +57,22 @@ def _available_commands(only: str | None = None) -> dict[str, object]:
     return mods
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line, ``pmuscope CMD: message (see pmuscope CMD -h)``,
+    exit status 2, like every other error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pmuscope",
         description="Observe a Linux machine through perf_event_open: count, sample, NUMA, microscopy, SPE.",
     )
     parser.add_argument("--version", action="version", version=f"pmuscope {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail; -vv shows tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, mod in _available_commands(only).items():
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval is None or not args.interval >= 0.1 or args.interval > 86_400_000:
         raise PmuscopeError(f"-I {args.interval}: the interval must be at least 0.1 ms (and at most a day)")
-    if args.duration is not None and not args.duration > 0:
+    if args.duration is not None and not 0 < args.duration < float("inf"):
         raise PmuscopeError(f"--duration {args.duration}: must be a positive number of seconds")
     if not args.row_group >= 1:
         raise PmuscopeError(f"--row-group {args.row_group}: must be 1 or more rows")

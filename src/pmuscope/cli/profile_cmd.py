@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.PmuscopeError("nothing to profile: give -- CMD, -p PID or -a")
     if command and pids:
         raise errors.PmuscopeError("give a command or -p PID, not both")
+    if args.top < 0:
+        raise errors.PmuscopeError(f"--top {args.top}: must be 0 or more rows")
     sort = parse_sort(args.sort)
     prefix = args.output
     data_path, folded_path, html_path = prefix + ".data", prefix + ".folded", prefix + ".html"

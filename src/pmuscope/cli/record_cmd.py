@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
                 raise errors.PmuscopeError(f"-F {args.freq}: the frequency must be a positive number of Hz or 'max'")
     if args.count is not None and args.count <= 0:
         raise errors.PmuscopeError(f"-c {args.count}: the period must be positive")
+    if not 0 < args.push_timeout <= 86_400:
+        raise errors.PmuscopeError(f"--push-timeout {args.push_timeout}: must be a positive number of seconds")
+    if args.mmap_pages is not None and not 1 <= args.mmap_pages <= 1 << 20:
+        raise errors.PmuscopeError(f"-m {args.mmap_pages}: expected a power of two of data pages (1..1048576)")
     user_labels = _push_labels(args) if args.push else {}
     events = ",".join(args.event) or None
     rec = Recorder(

@@ -160,6 +160,10 @@ def _symbolizer(args, path: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.cpu < 1 << 20:
+        raise PmuscopeError(f"--cpu {args.cpu}: expected a CPU number (0 or more)")
+    if not 0 <= args.midr < 1 << 64:
+        raise PmuscopeError(f"--midr {args.midr:#x}: MIDR_EL1 is a 64-bit register value (e.g. 0x410fd0c0)")
     from ..spe import dump_lines
     from ..spe.records import iter_records
     from ..spe.tables import TableWriter

@@ -201,8 +201,8 @@ def run(args: argparse.Namespace) -> int:
     system_wide = bool(args.all_cpus or args.cpu or args.cgroup)
     if not command and not args.pid and not args.tid and not system_wide:
         raise errors.PmuscopeError("nothing to count: give -- COMMAND, -p PID, -t TID, -a or -C LIST")
-    if args.repeat < 1:
-        raise errors.PmuscopeError("-r needs a count of 1 or more")
+    if not 1 <= args.repeat <= 100_000:
+        raise errors.PmuscopeError(f"-r {args.repeat}: needs a count of 1 to 100000")
     if args.repeat > 1 and not command:
         raise errors.PmuscopeError("-r repeats a command: give -- COMMAND")
     if args.repeat > 1 and args.interval_print:
