@@ -155,8 +155,9 @@ class Recorder:
     be combined with ``system_wide``/``cpus`` (record the machine while the
     command runs). ``output`` is the perf.data path, or None to only iterate
     records live, or ``"-"`` for pipe-mode perf.data on stdout (``perf record
-    -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` is renamed to
-    ``output.old`` first, as perf does.
+    -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` (or a
+    link there) is kept as ``output.old``, as perf does, when the new file is complete
+    (:mod:`pmuscope.outfile`); the file is mode 0600.
 
     ``specs`` gives already-parsed :class:`~pmuscope.events.EventSpec` s
     instead of ``events`` (their attrs are copied, then configured like any
