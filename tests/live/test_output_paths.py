@@ -60,6 +60,8 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "report-html": (["report", "-i", str(PERF_DATA), "--html", "{out}"], "file"),
     "observe": (["observe", "-C", "0", "--duration", "0.05", "--rate", "1000", "-o", "{out}"], "file"),
     "spe": (["spe", "--raw", "-i", str(SPE_DATA), "-o", "{out}"], "dir"),
+    "serve-textfile": (["serve", "--once", "--no-http", "--interval", "0.05", "--textfile", "{out}"], "dir"),
+    "profile": (["profile", "-e", "cpu-clock", "-o", "{prefix}", "--", "true"], "file"),
 }
 if not HAVE_ARROW:
     del COMMANDS["monitor-parquet"]
@@ -79,13 +81,13 @@ def _run(argv: list[str], fsize: int | None = None) -> subprocess.CompletedProce
 
 def _argv(name: str, out: Path) -> list[str]:
     argv, kind = COMMANDS[name]
-    if name == "observe":
-        out = out.with_suffix(".csv") if out.suffix != ".csv" else out
-    return [a.replace("{out}", str(out)) for a in argv]
+    prefix = str(out)[: -len(".data")] if name == "profile" else ""
+    return [a.replace("{out}", str(out)).replace("{prefix}", prefix) for a in argv]
 
 
 def _out(name: str, folder: Path) -> Path:
-    return folder / ("series.csv" if name == "observe" else "out")
+    """The path the checks look at (profile: PREFIX.data, the first it writes)."""
+    return folder / {"observe": "series.csv", "profile": "p.data"}.get(name, "out")
 
 
 def _one_line_error(r: subprocess.CompletedProcess, name: str) -> str:
@@ -154,7 +156,8 @@ def test_read_only_folder(tmp_path, name):
     with ctx as ok:
         if not ok:
             pytest.skip("root without the right to mount a read-only tmpfs")
-        r = _run(_argv(name, _out(name, folder)))
+        # serve --textfile takes an existing folder: the read-only one itself
+        r = _run(_argv(name, folder if name == "serve-textfile" else _out(name, folder)))
         line = _one_line_error(r, name)
         assert r.returncode == 73, r.stderr
         assert "read-only" in line or "permission" in line.lower(), line
@@ -196,7 +199,7 @@ def test_symlink_is_moved_not_followed(tmp_path, name):
     assert not out.is_symlink() and out.is_file() and out.stat().st_size > 0
     old = Path(str(out) + ".old")
     assert old.is_symlink() and os.readlink(old) == str(victim)
-    if name == "record":
+    if name in ("record", "profile"):
         assert (out.stat().st_mode & 0o777) == 0o600  # perf's mode for perf.data
     _no_temp(tmp_path)
 
@@ -221,6 +224,8 @@ def test_full_disk(tmp_path, name):
         else:
             folder.mkdir(exist_ok=True)
         out = _out(name, folder)
+        if COMMANDS[name][1] == "dir":
+            out.mkdir(exist_ok=True)  # the folder exists, its files cannot be written
         r = _run(_argv(name, out), fsize=None if real else 8)
         line = _one_line_error(r, name)
         assert r.returncode in (73, 74), r.stderr

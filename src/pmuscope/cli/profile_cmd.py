@@ -57,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
     data_path, folded_path, html_path = prefix + ".data", prefix + ".folded", prefix + ".html"
     d = os.path.dirname(os.path.abspath(data_path))
     if not os.path.isdir(d):
-        raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
+        import errno as _errno
+
+        from ..outfile import output_error
+
+        raise output_error(FileNotFoundError(_errno.ENOENT, os.strerror(_errno.ENOENT)), data_path)
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)

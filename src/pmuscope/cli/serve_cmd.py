@@ -54,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise errors.PmuscopeError(f"--port {args.port}: a TCP port is 0..65535 (0 picks a free one)")
     if args.textfile and not os.path.isdir(args.textfile):
-        raise errors.PmuscopeError(f"--textfile {args.textfile}: no such folder; create it or point at "
-                                   "node_exporter's --collector.textfile.directory")
+        import errno as _errno
+
+        from ..outfile import output_error
+
+        code = _errno.ENOTDIR if os.path.exists(args.textfile) else _errno.ENOENT
+        raise output_error(OSError(code, os.strerror(code)), os.path.join(args.textfile, "pmuscope.prom"))
     if args.no_http and not args.textfile and not args.once:
         raise errors.PmuscopeError("--no-http needs --textfile DIR (or --once): otherwise nothing is exported")
     events = ",".join(args.event) if args.event else None
