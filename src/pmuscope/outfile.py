@@ -191,7 +191,7 @@ class OutputFile:
             self._kind = "stream"
         elif append:
             if st is not None and _stat.S_ISLNK(st.st_mode):
-                raise output_error(OSError(_errno.ELOOP, "is a symbolic link"), self.path)
+                raise output_error(OSError(_errno.ELOOP, "not appending through a symbolic link"), self.path)
             fd = self._open_fd(self.path, (_CREATE & ~os.O_EXCL) | os.O_APPEND, perm)
             self._kind = "append"
             self._checkpointed = True  # an error cuts the file back to what it held
