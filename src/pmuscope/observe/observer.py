@@ -528,7 +528,11 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
                           enable_on_exec=True, on_open=release, **kwargs).run()
     except BaseException:
         work.cancel()
-        if started:
+        if started:  # the observation failed: do not leave the command running
+            import signal
+
+            if not done.is_set():
+                work.send_signal(signal.SIGTERM)
             done.wait()
         raise
     done.wait()
