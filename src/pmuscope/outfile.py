@@ -34,24 +34,10 @@ import stat as _stat
 import sys
 from typing import IO, Any
 
-from .errors import PmuscopeError
+from .errors import OutputError, OutputWriteError
 
 __all__ = ["OutputError", "OutputWriteError", "OutputFile", "open_output", "write_output", "output_error",
            "backup_path"]
-
-
-class OutputError(PmuscopeError):
-    """An output file could not be created (missing folder, permissions, a
-    folder in the way ...). ``path``, ``errno`` and ``reason`` say which and why."""
-
-    exit_code = 73  # EX_CANTCREAT
-
-
-class OutputWriteError(OutputError):
-    """Writing an output file failed after it was created (a full disk, a quota,
-    an I/O error); the partial file was removed or cut back to whole rows."""
-
-    exit_code = 74  # EX_IOERR
 
 
 def _folder(path: str) -> str:
