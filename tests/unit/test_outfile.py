@@ -286,3 +286,31 @@ def test_perf_map_of_another_user_is_ignored(tmp_path):
     with pytest.warns(UserWarning, match="not owned by the current user or root"):
         assert not pm.refresh()
     assert pm.untrusted and len(pm.table()) == 0
+
+
+def test_csv_writer_hour_at_1ms_flushed_per_batch_and_flat(tmp_path):
+    """One hour at 1 ms in 0.25 s batches (the monitor's chunks): after every
+    batch the file on disk holds every row so far (a kill loses nothing
+    written), and memory does not grow with the rows."""
+    import resource
+
+    from pmuscope.counting import writers
+
+    schema = [("timestamp", "i64"), ("cpu", "i32"), ("task-clock", "i64"), ("late", "bool"), ("util", "f64")]
+    path = tmp_path / "hour.csv"
+    w = writers.CsvWriter(str(path), schema)
+    per = 250
+    rss = []
+    for k in range(14_400):
+        ts = np.arange(k * per, (k + 1) * per, dtype=np.int64) * 1_000_000
+        w.write({"timestamp": ts, "cpu": np.zeros(per, np.int32), "task-clock": np.full(per, 999_000, np.int64),
+                 "late": np.zeros(per, bool), "util": np.full(per, 0.5)})
+        if k in (1_440, 14_399):
+            rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        if k in (0, 7_000):
+            with open(path, "rb") as f:
+                assert sum(1 for _ in f) == 1 + (k + 1) * per  # on disk already, before close
+    w.close()
+    assert rss[1] - rss[0] < 20 * 1024, rss  # KiB
+    with open(path, "rb") as f:
+        assert sum(1 for _ in f) == 1 + 3_600_000
