@@ -46,6 +46,23 @@ def _accepts_gzip(header: str | None) -> bool:
     return False
 
 
+class _SocketWriter:
+    """The handler's ``wfile``: every write goes out whole (``sendall``)."""
+
+    def __init__(self, sock) -> None:
+        self._sock = sock
+
+    def write(self, data) -> int:
+        self._sock.sendall(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     """Answers the one request whose bytes the selector loop read (``raw``);
     whether the connection stays open is left in ``close_connection``."""
@@ -59,7 +76,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         import io
-        from socketserver import _SocketWriter  # type: ignore[attr-defined]
 
         self.connection = self.request
         self.rfile = io.BytesIO(self._raw)
@@ -116,6 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._get(True)
 
     def _refuse(self) -> None:
+        self.close_connection = True  # a body may follow that was not read
         self._send(405, b"method not allowed: /metrics is read-only\n", "text/plain; charset=utf-8",
                    extra={"Allow": "GET, HEAD"})
 
