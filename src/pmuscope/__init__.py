@@ -23,6 +23,8 @@ from .errors import (  # noqa: E402  (cheap, and needed to catch errors from any
     ProcessGoneError,
     ResourceBusyError,
     FormatError,
+    OutputError,
+    OutputWriteError,
     RingBufferLost,
     MissingExtraError,
 )
@@ -60,5 +62,5 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
 __all__ = [
     "PmuscopeError", "EventParseError", "UnknownEventError", "EventNotSupportedError", "NoHardwarePMUError",
     "PermissionDeniedError", "InvalidAttrError", "TooManyOpenFilesError", "ProcessGoneError",
-    "ResourceBusyError", "FormatError", "RingBufferLost", "MissingExtraError", *_LAZY,
+    "ResourceBusyError", "FormatError", "OutputError", "OutputWriteError", "RingBufferLost", "MissingExtraError", *_LAZY,
 ]

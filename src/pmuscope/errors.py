@@ -94,6 +94,21 @@ class FormatError(PmuscopeError):
     exit_code = 3
 
 
+class OutputError(PmuscopeError):
+    """An output file could not be created (a missing folder, permissions, a
+    folder in the way ...); ``path``, ``errno`` and ``reason`` say which and
+    why. Raised by :mod:`pmuscope.outfile`."""
+
+    exit_code = 73  # EX_CANTCREAT
+
+
+class OutputWriteError(OutputError):
+    """Writing an output file failed after it was created (a full disk, a
+    quota, an I/O error); the partial file was removed or cut back to whole rows."""
+
+    exit_code = 74  # EX_IOERR
+
+
 class RingBufferLost(PmuscopeError):
     """Records were lost because a ring buffer overflowed."""
 

@@ -12,6 +12,10 @@ import sys
 def run_recorder(rec, duration: float | None, prog: str):
     """Start ``rec`` and run it; prints the recorder's notes as ``prog: note: ...``.
     Returns ``(result, interrupted)``."""
+    if duration is not None and not 0 < duration <= 10 * 365 * 86_400:
+        from ..errors import PmuscopeError
+
+        raise PmuscopeError(f"--duration {duration:g}: must be a positive number of seconds")
     interrupted: list[int] = []
 
     def on_signal(signum, _frame):

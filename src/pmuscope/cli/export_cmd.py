@@ -61,8 +61,9 @@ def _write(data: bytes | str, path: str) -> None:
             sys.stdout.write(data)
         sys.stdout.flush()
         return
-    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
-        f.write(data)
+    from ..outfile import write_output
+
+    write_output(path, data)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
     from .report_cmd import apply_filters
 
     user_labels = _labels(args.label)  # checked before the (slow) load
+    if args.push:
+        from ..export.push import check_push_url
+
+        check_push_url(args.push)
+    if not 0 < args.push_timeout <= 86_400:
+        raise errors.PmuscopeError(f"--push-timeout {args.push_timeout}: must be a positive number of seconds")
     ep, event_label = load(args.input, input_format=args.input_format,
                            kernel_symbols=False if args.no_kernel_symbols else None,
                            select=lambda prof: apply_filters(prof, args), aggregate=not args.no_aggregate)

@@ -104,6 +104,8 @@ def _one_line(err: BaseException) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.probe_tracepoints < 0:
+        raise PmuscopeError(f"--probe-tracepoints {args.probe_tracepoints}: must be 0 or more")
     events_dir = args.events_dir or None
     if events_dir and not os.path.isdir(events_dir):
         raise PmuscopeError(f"--events-dir {events_dir}: no such directory (point it at perf's pmu-events/arch tree)")
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.probe:
         started = time.perf_counter()
         tracepoints = [i for i, e in enumerate(events) if e.group == "tracepoint"]
-        limit = max(0, args.probe_tracepoints)
+        limit = args.probe_tracepoints
         for i, info in enumerate(events):
             if info.event is None:
                 continue

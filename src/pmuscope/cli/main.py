@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from typing import Sequence
 
 from .. import __version__
@@ -56,14 +57,22 @@ def _available_commands(only: str | None = None) -> dict[str, object]:
     return mods
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line, ``pmuscope CMD: message (see pmuscope CMD -h)``,
+    exit status 2, like every other error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pmuscope",
         description="Observe a Linux machine through perf_event_open: count, sample, NUMA, microscopy, SPE.",
     )
     parser.add_argument("--version", action="version", version=f"pmuscope {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail; -vv shows tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, mod in _available_commands(only).items():
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -104,6 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first is None and "--version" in argv:
         print(f"pmuscope {__version__}")
         return 0
+    if first == "c2c":
+        # perf c2c record is perf mem record of loads and stores: the same here
+        i = argv.index("c2c")
+        rest = [a for a in argv[i + 1:] if not a.startswith("-")]
+        if rest and rest[0] == "record":
+            j = argv.index("record", i + 1)
+            argv = argv[:i] + ["mem", "record"] + argv[i + 1:j] + argv[j + 1:]
+            first = "mem"
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
@@ -111,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "_numpy", False):
         import_numpy()
+    from .. import _policy
+
+    # read perf.data like perf: damaged optional metadata is a warning
+    _policy.STRICT_READS = False
+    old_show = warnings.showwarning
+    warnings.showwarning = _warning_printer(args.command)
     try:
         return int(args._run(args) or 0)
     except PmuscopeError as err:
@@ -125,6 +148,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = old_show
+        _policy.STRICT_READS = True
+
+
+def _warning_printer(command: str):
+    """Warnings (a skipped damaged header section ...) as one line each:
+    ``pmuscope CMD: warning: ...``."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"pmuscope {command}: warning: {message}", file=sys.stderr)
+
+    return show
 
 
 def entry() -> None:

@@ -40,6 +40,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-realtime", action="store_true",
                         help="do not ask for SCHED_FIFO for the sampling thread (asked below 10 ms when allowed)")
     parser.add_argument("--row-group", type=int, default=65536, metavar="N", help="Parquet rows per row group")
+    parser.add_argument("--flush-interval", type=float, default=5.0, metavar="S",
+                        help="Parquet: close a row group at least every S seconds, so a killed run keeps all but "
+                             "the last S seconds (default 5; CSV and JSON lines are flushed every 0.25 s batch)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr")
 
 
@@ -75,8 +78,20 @@ def run(args: argparse.Namespace) -> int:
     from ..counting.monitor import Monitor
     from ..counting.writers import format_for_path, open_writer
 
-    if args.interval is None or args.interval < 0.1:
-        raise PmuscopeError(f"-I {args.interval}: the interval must be at least 0.1 ms")
+    if args.interval is None or not args.interval >= 0.1 or args.interval > 86_400_000:
+        raise PmuscopeError(f"-I {args.interval}: the interval must be at least 0.1 ms (and at most a day)")
+    if args.duration is not None and not 0 < args.duration < float("inf"):
+        raise PmuscopeError(f"--duration {args.duration}: must be a positive number of seconds")
+    if not args.row_group >= 1:
+        raise PmuscopeError(f"--row-group {args.row_group}: must be 1 or more rows")
+    if not 0 < args.flush_interval <= 86_400:
+        raise PmuscopeError(f"--flush-interval {args.flush_interval}: must be more than 0 and at most 86400 seconds")
+    for opt in ("context_interval", "util_interval"):
+        v = getattr(args, opt)
+        if v is not None and not 0 < v <= 86_400_000:
+            raise PmuscopeError(f"--{opt.replace('_', '-')} {v}: must be a positive number of milliseconds")
+    if args.pid is not None and args.pid <= 0:
+        raise PmuscopeError(f"-p {args.pid}: expected a process id (a positive number)")
     fmt = args.format or format_for_path(args.output)
     mon = Monitor(
         args.events,
@@ -110,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         mon.open()
         for warning in mon.warnings:
             print(f"pmuscope monitor: {warning}", file=sys.stderr)
-        kwargs = {"row_group_rows": args.row_group} if fmt == "parquet" else {}
+        kwargs = {"row_group_rows": args.row_group, "flush_seconds": args.flush_interval} if fmt == "parquet" else {}
         writer = open_writer(args.output, mon.schema(), fmt, mon.metadata(), **kwargs)
         try:
             try:
@@ -119,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
                     progress.update(mon.stats)
             except KeyboardInterrupt:
                 interrupted = True  # keep what was written
-        finally:
-            writer.close()
+        except BaseException:
+            writer.abort()  # a full disk: the file keeps its whole batches
+            raise
+        writer.close()
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)

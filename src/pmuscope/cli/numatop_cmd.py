@@ -136,8 +136,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..numa.snapshot import NumaSampler
 
-    if args.delay is not None and args.delay <= 0:
+    if args.delay is not None and not 0 < args.delay <= 86_400:
         raise PmuscopeError(f"-d needs a positive number of seconds, not {args.delay}")
+    if args.time is not None and not 0 < args.time <= 10 * 365 * 86_400:
+        raise PmuscopeError(f"-t needs a positive number of seconds, not {args.time}")
+    if args.top is not None and args.top < 0:
+        raise PmuscopeError(f"--top {args.top}: must be 0 or more processes")
+    if args.node is not None and args.node < 0:
+        raise PmuscopeError(f"--node {args.node}: expected a NUMA node number (0 or more)")
     scripted = args.once or args.stream or args.json or args.csv
     if not scripted:
         from ..tui.numatop_app import run_app

@@ -48,23 +48,49 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{k:>16}: {v}")
         return 0
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not args.tolerance >= 0 or args.tolerance >= 100:
+        raise PmuscopeError(f"--tolerance {args.tolerance:g}: a percentage, 0 or more and below 100")
+    if not args.rate > 0:
+        raise PmuscopeError(f"--rate {args.rate:g}: must be a positive number of samples per second")
+    if not args.duration > 0 or args.duration == float("inf"):
+        raise PmuscopeError(f"--duration {args.duration:g}: must be a positive number of seconds")
+    if args.timeline and not args.switches:
+        raise PmuscopeError("--timeline needs --switches (it writes the context switches tracked with -C)")
+    if args.switches and args.cpu is None:
+        raise PmuscopeError("--switches attributes a CPU's samples to threads: it needs -C CPU")
     tol = args.tolerance / 100.0
-    if cmd:
-        if any(x is not None for x in (args.cpu, args.pid, args.tid)):
-            raise PmuscopeError("observe: give a target (-C/-p/-t) or a command, not both")
-        result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol, observer_cpu=args.observer_cpu)
-    else:
-        if args.cpu is None and args.pid is None and args.tid is None:
-            raise PmuscopeError("observe: give a target: -C CPU, -p PID, -t TID, or -- CMD")
-        result = Observer(
-            args.events, cpu=args.cpu, pid=args.pid, tid=args.tid, rate_hz=args.rate, duration=args.duration,
-            loop=args.loop, tolerance=tol, observer_cpu=args.observer_cpu,
-            track_switches=args.switches or bool(args.timeline),
-        ).run()
-    if args.output:
-        write_series(result, args.output)
-    if args.timeline and result.switches is not None:
-        result.switches.write_timeline(args.timeline)
+    # the output files are created before the run: a bad path fails now, not after it
+    from ..observe.observer import series_format
+    from ..outfile import open_output
+
+    series = timeline = None
+    try:
+        if args.output:
+            series_format(args.output)
+            series = open_output(args.output, "wb")
+        if args.timeline:
+            timeline = open_output(args.timeline, "wb")
+        if cmd:
+            if any(x is not None for x in (args.cpu, args.pid, args.tid)):
+                raise PmuscopeError("observe: give a target (-C/-p/-t) or a command, not both")
+            result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol,
+                                       observer_cpu=args.observer_cpu)
+        else:
+            if args.cpu is None and args.pid is None and args.tid is None:
+                raise PmuscopeError("observe: give a target: -C CPU, -p PID, -t TID, or -- CMD")
+            result = Observer(
+                args.events, cpu=args.cpu, pid=args.pid, tid=args.tid, rate_hz=args.rate, duration=args.duration,
+                loop=args.loop, tolerance=tol, observer_cpu=args.observer_cpu,
+                track_switches=args.switches,
+            ).run()
+        if series is not None:
+            write_series(result, args.output, out=series)
+        if timeline is not None and result.switches is not None:
+            result.switches.write_timeline(args.timeline, out=timeline)
+    finally:
+        for f in (series, timeline):
+            if f is not None and not f.closed:
+                f.abort()
     s = result.summary()
     if args.json:
         print(json.dumps(s))

@@ -53,12 +53,18 @@ def run(args: argparse.Namespace) -> int:
         raise errors.PmuscopeError("nothing to profile: give -- CMD, -p PID or -a")
     if command and pids:
         raise errors.PmuscopeError("give a command or -p PID, not both")
+    if args.top < 0:
+        raise errors.PmuscopeError(f"--top {args.top}: must be 0 or more rows")
     sort = parse_sort(args.sort)
     prefix = args.output
     data_path, folded_path, html_path = prefix + ".data", prefix + ".folded", prefix + ".html"
     d = os.path.dirname(os.path.abspath(data_path))
     if not os.path.isdir(d):
-        raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
+        import errno as _errno
+
+        from ..outfile import output_error
+
+        raise output_error(FileNotFoundError(_errno.ENOENT, os.strerror(_errno.ENOENT)), data_path)
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages,
@@ -70,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
     rep.rows, rep.display = rep.rows[:args.top], rep.display[:args.top]
     sys.stdout.write(format_report(rep))
     folded = folded_stacks(prof)
-    with open(folded_path, "w", encoding="utf-8") as f:
-        f.write(format_folded(folded))
+    from ..outfile import write_output
+
+    write_output(folded_path, format_folded(folded))
     name = " ".join(command) if command else (f"pid {args.pid}" if pids else "system-wide")
     write_flamegraph(prof, html_path, folded=folded, title=f"pmuscope profile: {name}")
     print(f"pmuscope profile: perf.data  {data_path}  (pmuscope report -i {data_path}; perf report -i {data_path})")

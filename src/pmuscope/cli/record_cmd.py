@@ -106,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
                 raise errors.PmuscopeError(f"-F {args.freq}: the frequency must be a positive number of Hz or 'max'")
     if args.count is not None and args.count <= 0:
         raise errors.PmuscopeError(f"-c {args.count}: the period must be positive")
+    if not 0 < args.push_timeout <= 86_400:
+        raise errors.PmuscopeError(f"--push-timeout {args.push_timeout}: must be a positive number of seconds")
+    if args.mmap_pages is not None and not 1 <= args.mmap_pages <= 1 << 20:
+        raise errors.PmuscopeError(f"-m {args.mmap_pages}: expected a power of two of data pages (1..1048576)")
     user_labels = _push_labels(args) if args.push else {}
     events = ",".join(args.event) or None
     rec = Recorder(
@@ -146,12 +150,12 @@ def _push_labels(args: argparse.Namespace) -> dict[str, str]:
 
     from ..export.push import app_name
 
-    url = urllib.parse.urlsplit(args.push)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise errors.PmuscopeError(f"--push {args.push!r}: expected http(s)://HOST:PORT (a Pyroscope server)")
+    from ..export.push import check_push_url
+
+    check_push_url(args.push)
     if args.output == "-":
         raise errors.PmuscopeError("--push needs a perf.data file to read back: use -o FILE, not -o -")
-    if args.push_timeout <= 0:
+    if not 0 < args.push_timeout <= 86_400:
         raise errors.PmuscopeError(f"--push-timeout {args.push_timeout}: must be a positive number of seconds")
     labels = {}
     for item in args.label:
@@ -172,9 +176,12 @@ def _push(args: argparse.Namespace, result, user_labels: dict[str, str], start: 
 
     from ..export.files import load, push_once
 
+    from ..export.push import redact_url
+
     prog = "pmuscope record"
+    shown = redact_url(args.push)
     if not result.samples:
-        print(f"{prog}: warning: nothing pushed to {args.push}: no samples were recorded", file=sys.stderr)
+        print(f"{prog}: warning: nothing pushed to {shown}: no samples were recorded", file=sys.stderr)
         return False
     quiet_log = logging.NullHandler()  # the warning below is the one line; no second one from the pusher's log
     log = logging.getLogger("pmuscope.export.push")
@@ -186,10 +193,10 @@ def _push(args: argparse.Namespace, result, user_labels: dict[str, str], start: 
         labels = {"service_name": args.app, "host": os.uname().nodename, "event": event_label, **user_labels}
         stats = push_once(ep, args.push, args.app, labels, start=start, end=end, timeout=args.push_timeout)
     except errors.PmuscopeError as err:
-        print(f"{prog}: warning: the profile was not pushed to {args.push}: {err}", file=sys.stderr)
+        print(f"{prog}: warning: the profile was not pushed to {shown}: {err}", file=sys.stderr)
         return False
     except KeyboardInterrupt:
-        print(f"{prog}: warning: push to {args.push} interrupted; {args.output} is complete", file=sys.stderr)
+        print(f"{prog}: warning: push to {shown} interrupted; {args.output} is complete", file=sys.stderr)
         return False
     finally:
         log.removeHandler(quiet_log)

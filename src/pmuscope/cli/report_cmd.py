@@ -46,6 +46,8 @@ class _CallGraphOption(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         steps = list(getattr(namespace, "call_graph_steps", None) or [])
         if self.dest == "percent_limit":
+            if not 0 <= values <= 100:
+                parser.error(f"argument {option_string}: {values:g} is not a percentage (0..100)")
             setattr(namespace, "percent_limit", values)
             steps.append(("percent", values))
         elif option_string == "--no-call-graph":
@@ -89,9 +91,12 @@ def _ints(text: str | None, what: str) -> list[int] | None:
     if not text:
         return None
     try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
+        out = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise errors.PmuscopeError(f"--{what} {text!r}: expected numbers separated by commas") from None
+        out = [-1]
+    if any(not 0 <= x < 1 << 22 for x in out):
+        raise errors.PmuscopeError(f"--{what} {text!r}: expected {what}s (numbers 0..4194303) separated by commas")
+    return out
 
 
 def _time_range(text: str | None):
@@ -172,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
         if args.folded == "-":
             sys.stdout.write(text)
             return 0
-        with open(args.folded, "w", encoding="utf-8") as f:
-            f.write(text)
+        from ..outfile import write_output
+
+        write_output(args.folded, text)
         print(f"pmuscope report: folded stacks written to {args.folded}", file=sys.stderr)
     if args.flamegraph:
         write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")

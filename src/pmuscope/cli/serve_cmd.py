@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -48,8 +49,17 @@ def configure(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..serve import MetricsServer, is_loopback, open_exporter, render, write_textfile
 
-    if args.interval <= 0:
-        raise errors.PmuscopeError(f"--interval must be positive, got {args.interval}")
+    if not 0 < args.interval <= 86_400:
+        raise errors.PmuscopeError(f"--interval {args.interval}: must be more than 0 and at most 86400 seconds")
+    if not 0 <= args.port <= 65535:
+        raise errors.PmuscopeError(f"--port {args.port}: a TCP port is 0..65535 (0 picks a free one)")
+    if args.textfile and not os.path.isdir(args.textfile):
+        import errno as _errno
+
+        from ..outfile import output_error
+
+        code = _errno.ENOTDIR if os.path.exists(args.textfile) else _errno.ENOENT
+        raise output_error(OSError(code, os.strerror(code)), os.path.join(args.textfile, "pmuscope.prom"))
     if args.no_http and not args.textfile and not args.once:
         raise errors.PmuscopeError("--no-http needs --textfile DIR (or --once): otherwise nothing is exported")
     events = ",".join(args.event) if args.event else None
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             if args.textfile:
                 try:
                     write_textfile(exporter, args.textfile)
-                except OSError as err:
+                except (OSError, errors.PmuscopeError) as err:
                     exporter.health.read_errors += 1
                     print(f"pmuscope serve: cannot write textfile: {err}", file=sys.stderr)
         if server is not None:

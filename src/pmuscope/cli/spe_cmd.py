@@ -160,6 +160,10 @@ def _symbolizer(args, path: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.cpu < 1 << 20:
+        raise PmuscopeError(f"--cpu {args.cpu}: expected a CPU number (0 or more)")
+    if not 0 <= args.midr < 1 << 64:
+        raise PmuscopeError(f"--midr {args.midr:#x}: MIDR_EL1 is a 64-bit register value (e.g. 0x410fd0c0)")
     from ..spe import dump_lines
     from ..spe.records import iter_records
     from ..spe.tables import TableWriter
@@ -178,16 +182,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         for cpu, midr, data, header in _chunks(args, path):
             summary.size += len(data)
+            batches = iter_records(data, cpu=cpu, midr=midr) if decode else ()
+            if args.strict:
+                # --strict fails before printing a chunk it refuses
+                batches = list(batches)
+                for recs in batches:
+                    recs.check()
             if args.dump:
                 if header:
                     out.write(header + "\n")
                 for line in dump_lines(data, midr=midr, header=True, style=args.perf_style):
                     out.write(line + "\n")
-            if not decode:
-                continue
-            for recs in iter_records(data, cpu=cpu, midr=midr):
-                if args.strict:
-                    recs.check()
+            for recs in batches:
                 summary.add(recs)
                 if recs.trailing_offset >= 0:
                     summary.trailing.append(recs.trailing_offset)
@@ -196,8 +202,11 @@ def run(args: argparse.Namespace) -> int:
                     summary.add_symbols(syms)
                 if writer:
                     writer.write(recs, syms)
-    finally:
-        written = writer.close() if writer else {}
+    except BaseException:
+        if writer:
+            writer.abort()
+        raise
+    written = writer.close() if writer else {}
     if writer:
         for name, p in written.items():
             print(f"{name}: {p} ({writer.rows[name]} rows)", file=sys.stderr)

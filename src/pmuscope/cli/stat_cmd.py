@@ -201,14 +201,20 @@ def run(args: argparse.Namespace) -> int:
     system_wide = bool(args.all_cpus or args.cpu or args.cgroup)
     if not command and not args.pid and not args.tid and not system_wide:
         raise errors.PmuscopeError("nothing to count: give -- COMMAND, -p PID, -t TID, -a or -C LIST")
-    if args.repeat < 1:
-        raise errors.PmuscopeError("-r needs a count of 1 or more")
+    if not 1 <= args.repeat <= 100_000:
+        raise errors.PmuscopeError(f"-r {args.repeat}: needs a count of 1 to 100000")
     if args.repeat > 1 and not command:
         raise errors.PmuscopeError("-r repeats a command: give -- COMMAND")
     if args.repeat > 1 and args.interval_print:
         raise errors.PmuscopeError("-r and -I cannot be combined")
     if args.interval_print is not None and args.interval_print < 1:
         raise errors.PmuscopeError("-I needs an interval of at least 1 ms")
+    if args.interval_count is not None and args.interval_count < 1:
+        raise errors.PmuscopeError(f"--interval-count {args.interval_count}: needs a count of 1 or more")
+    if args.delay is not None and args.delay < 0:
+        raise errors.PmuscopeError(f"-D {args.delay}: the delay must be 0 or more milliseconds")
+    if args.append and not args.output:
+        raise errors.PmuscopeError("--append needs -o FILE")
     if args.field_separator is not None and args.json_output:
         raise errors.PmuscopeError("-x and -j cannot be combined")
     aggr = args.aggr or "global"
@@ -227,7 +233,11 @@ def run(args: argparse.Namespace) -> int:
     mode = "json" if args.json_output else ("csv" if args.field_separator is not None else "human")
     out = sys.stderr
     if args.output:
-        out = open(args.output, "a" if args.append else "w")
+        from ..outfile import open_output
+
+        # -I rows are written as they come (kept when the run is killed); a
+        # plain count appears at FILE only when complete
+        out = open_output(args.output, "w", atomic=not args.interval_print, append=args.append)
     printer = StatPrinter(out, mode, sep=args.field_separator or ",", aggr=aggr, big_num=args.big_num,
                           interval=bool(args.interval_print))
     topology = None
@@ -321,9 +331,12 @@ def run(args: argparse.Namespace) -> int:
                     user, sys_t = usage.ru_utime, usage.ru_stime
                 printer.footer(elapsed[0], user, sys_t)
         out.flush()
-    finally:
+    except BaseException:
         if out is not sys.stderr:
-            out.close()
+            out.abort()
+        raise
+    if out is not sys.stderr:
+        out.close()
     if interrupted and not command:
         return 0
     return status
@@ -345,7 +358,7 @@ def _interval_loop(counter, stopper, printer, args, aggr, topology, comms, t0) -
         if aggr == "thread":
             groups = [((comms.get(key, "?"), key), nr, evs) for key, nr, evs in groups]
         printer.print_block(groups, delta.elapsed_ns, ts=(now.timestamp_ns - t0) / 1e9)
-        printer.out.flush()
+        getattr(printer.out, "checkpoint", printer.out.flush)()  # each interval's rows are whole
 
     while not done:
         k += 1

@@ -16,15 +16,19 @@ import io
 import json
 import math
 import sys
+import time
 from typing import IO, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import PmuscopeError, require
+from ..outfile import open_output
 
 __all__ = ["Writer", "CsvWriter", "JsonLinesWriter", "ParquetWriter", "open_writer", "FORMATS", "format_for_path"]
 
 FORMATS = ("parquet", "csv", "jsonl")
+#: a Parquet row group is closed (and the file made whole) at least this often
+DEFAULT_FLUSH_SECONDS = 5.0
 _KINDS = {"i64", "i32", "f64", "bool", "str"}
 
 
@@ -62,11 +66,18 @@ class Writer:
     def close(self) -> None:
         pass
 
+    def abort(self) -> None:
+        """After an error: leave what is whole and stop."""
+        self.close()
+
     def __enter__(self) -> "Writer":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def _length(self, batch: Mapping[str, np.ndarray]) -> int:
         missing = [c for c in self.columns if c not in batch]
@@ -83,10 +94,10 @@ def _open_text(path: str | IO[str]) -> tuple[IO[str], bool]:
         return path, False
     if path == "-":
         return sys.stdout, False
-    try:
-        return open(path, "w", newline="", encoding="utf-8", buffering=1 << 20), True
-    except OSError as err:
-        raise PmuscopeError(f"cannot write {path!r}: {err.strerror}") from err
+    # written in place (not renamed at the end): each batch is flushed as it
+    # comes, so a killed run keeps every batch but the one in flight, and an
+    # error (a full disk) cuts the file back to the last whole batch
+    return open_output(path, "w", atomic=False, newline=""), True
 
 
 def _format_float(x: float) -> str:
@@ -120,15 +131,24 @@ class _TextWriter(Writer):
         self._f, self._owned = _open_text(path)
 
     def flush(self) -> None:
-        self._f.flush()
+        getattr(self._f, "checkpoint", self._f.flush)()
 
     def close(self) -> None:
         if self._f is None:
             return
-        self._f.flush()
+        f, self._f = self._f, None  # type: ignore[assignment]
         if self._owned:
-            self._f.close()
-        self._f = None  # type: ignore[assignment]
+            f.close()
+        else:
+            f.flush()
+
+    def abort(self) -> None:
+        """After an error: stop writing; the file keeps its whole batches."""
+        f, self._f = self._f, None  # type: ignore[assignment]
+        if f is not None and self._owned:
+            f.abort()
+        elif f is not None:
+            f.flush()
 
 
 class CsvWriter(_TextWriter):
@@ -138,6 +158,7 @@ class CsvWriter(_TextWriter):
     def __init__(self, path: str | IO[str], schema: Sequence[tuple[str, str]], metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(path, schema, metadata)
         self._f.write(",".join(_csv_quote(c) for c in self.columns) + "\n")
+        self.flush()
 
     def write(self, batch: Mapping[str, np.ndarray]) -> None:
         n = self._length(batch)
@@ -146,6 +167,7 @@ class CsvWriter(_TextWriter):
         cols = [_column_strings(np.asarray(batch[name]), kind) for name, kind in self.schema]
         self._f.write("\n".join(",".join(row) for row in zip(*cols)) + "\n")
         self.rows_written += n
+        self.flush()  # durable per batch
 
 
 def _json_values(arr: np.ndarray, kind: str) -> list:
@@ -179,12 +201,16 @@ class JsonLinesWriter(_TextWriter):
             out.write("\n")
         self._f.write(out.getvalue())
         self.rows_written += n
+        self.flush()  # durable per batch
 
 
 class ParquetWriter(Writer):
-    """Parquet through pyarrow, one row group per ``row_group_rows`` rows, so
-    memory stays bounded for runs of any length. ``metadata`` goes into the
-    file's key-value metadata."""
+    """Parquet through pyarrow, durable while it is written: a row group is
+    closed every ``row_group_rows`` rows or ``flush_seconds`` seconds
+    (whichever comes first) and the file on disk is a whole Parquet file after
+    each one (:mod:`~pmuscope.counting.parquet_append`), so a killed run keeps
+    all but the last ``flush_seconds`` and ``pyarrow`` reads it. Memory holds
+    at most one row group. ``metadata`` goes into the file's key-value metadata."""
 
     def __init__(
         self,
@@ -194,10 +220,11 @@ class ParquetWriter(Writer):
         *,
         row_group_rows: int = 65536,
         compression: str = "zstd",
+        flush_seconds: float = DEFAULT_FLUSH_SECONDS,
     ) -> None:
         super().__init__(schema, metadata)
         pa = require("pyarrow", "parquet", "Parquet output")
-        pq = require("pyarrow.parquet", "parquet", "Parquet output")
+        self._pq = require("pyarrow.parquet", "parquet", "Parquet output")
         self._pa = pa
         types = {"i64": pa.int64(), "i32": pa.int32(), "f64": pa.float64(), "bool": pa.bool_(), "str": pa.dictionary(pa.int32(), pa.string())}
         self._arrow_schema = pa.schema(
@@ -205,12 +232,21 @@ class ParquetWriter(Writer):
             metadata={k.encode(): str(v).encode() for k, v in self.metadata.items()},
         )
         self.row_group_rows = max(1, int(row_group_rows))
+        self.flush_seconds = float(flush_seconds)
+        self.compression = compression
         self._pending: list[dict[str, np.ndarray]] = []
         self._pending_rows = 0
-        try:
-            self._w = pq.ParquetWriter(path, self._arrow_schema, compression=compression)
-        except OSError as err:
-            raise PmuscopeError(f"cannot write {path!r}: {err}") from err
+        self._last_flush = time.monotonic()
+        from .parquet_append import ParquetAppender
+
+        self._out = open_output(path, "wb", atomic=False)
+        self._w = self._out.guard(ParquetAppender, self._out.fileno(), self._segment(self._arrow_schema.empty_table()))
+        self._out.checkpoint()
+
+    def _segment(self, table) -> bytes:
+        buf = io.BytesIO()
+        self._pq.write_table(table, buf, compression=self.compression, row_group_size=max(len(table), 1))
+        return buf.getvalue()
 
     def write(self, batch: Mapping[str, np.ndarray]) -> None:
         n = self._length(batch)
@@ -218,10 +254,11 @@ class ParquetWriter(Writer):
             return
         self._pending.append({c: np.asarray(batch[c]) for c in self.columns})
         self._pending_rows += n
-        if self._pending_rows >= self.row_group_rows:
+        if self._pending_rows >= self.row_group_rows or time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
     def flush(self) -> None:
+        self._last_flush = time.monotonic()
         if not self._pending:
             return
         pa = self._pa
@@ -234,17 +271,28 @@ class ParquetWriter(Writer):
                 arrays.append(pa.array(data, type=pa.string()).dictionary_encode())
             else:
                 arrays.append(pa.array(data, type=self._arrow_schema.field(name).type))
-        self._w.write_table(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
-        self.rows_written += self._pending_rows
+        segment = self._segment(pa.Table.from_arrays(arrays, schema=self._arrow_schema))
+        rows = self.rows_written
+        self._out.guard(self._w.append, segment)
+        self._out.checkpoint()
+        self.rows_written = rows + self._pending_rows
         self._pending = []
         self._pending_rows = 0
 
     def close(self) -> None:
         if self._w is None:
             return
-        self.flush()
-        self._w.close()
+        try:
+            self.flush()
+        finally:
+            self._w = None
+        self._out.close()
+
+    def abort(self) -> None:
+        if self._w is None:
+            return
         self._w = None
+        self._out.abort()  # cut back to the last whole file
 
 
 def open_writer(

@@ -238,7 +238,10 @@ class _Parser:
                 return [spec]
         m = _RAW_RE.fullmatch(word)
         if m:
-            return self.per_core_pmu(word, PERF_TYPE_RAW, int(m.group(1), 16))
+            config = int(m.group(1), 16)
+            if config >> 64:
+                raise self.error(f"raw event {word!r}: the config is more than 64 bits", wpos)
+            return self.per_core_pmu(word, PERF_TYPE_RAW, config)
         try:
             config = generic.parse_cache_name(word)
         except generic.CacheOpInvalid as err:
@@ -413,6 +416,8 @@ class _Parser:
         m = re.compile(r"0[xX][0-9a-fA-F]+|[0-9]+|\?").match(self.text, self.i)
         if not m or (self.i < len(self.text) and m.end() < len(self.text) and self.text[m.end()] not in ",/"):
             raise self.error(f"expected a number for {key}= (decimal or 0x hex)")
+        if m.group(0) != "?" and int(m.group(0), 0) >> 64:
+            raise self.error(f"value {m.group(0)} for {key}= is more than 64 bits")
         self.i = m.end()
         return m.group(0) if m.group(0) == "?" else int(m.group(0), 0)
 
@@ -472,6 +477,8 @@ class _Parser:
             return
         m = re.fullmatch(r"r(?:0[xX])?([0-9a-fA-F]+)", key)
         if m and value is None:
+            if int(m.group(1), 16) >> 64:
+                raise self.error(f"raw config {key!r} is more than 64 bits", term.pos)
             attr.config = int(m.group(1), 16)
             return
         alias = self.alias(pmu, key) if value is None else None

@@ -32,6 +32,10 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
                     text = f.read()
         except OSError as err:
             raise errors.PmuscopeError(f"cannot read {path}: {err.strerror}") from None
+        except UnicodeDecodeError as err:
+            raise errors.FormatError(f"{path}: not folded stacks (byte {err.start} is not UTF-8 text); "
+                                     "give a text file of 'frame;frame COUNT' lines, or drop --input-format folded",
+                                     path=path, offset=err.start) from None
         return from_folded(text, name=os.path.basename(path)), "samples"
     if fmt != "perf.data":
         raise errors.PmuscopeError(f"unknown input format {fmt!r}: expected perf.data or folded")

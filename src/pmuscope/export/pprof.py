@@ -186,6 +186,6 @@ def dumps(ep: ExportProfile) -> bytes:
 
 
 def write(ep: ExportProfile, path: str) -> str:
-    with open(path, "wb") as f:
-        f.write(dumps(ep))
-    return path
+    from ..outfile import write_output
+
+    return write_output(path, dumps(ep))

@@ -60,6 +60,26 @@ def app_name(name: str, labels: Mapping[str, str]) -> str:
     return name + ("{" + ",".join(parts) + "}" if parts else "")
 
 
+def redact_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@`` (for messages)."""
+    import re
+
+    return re.sub(r"(?<=//)[^/?#@]*@", "***@", url)
+
+
+def check_push_url(url: str) -> urllib.parse.SplitResult:
+    """The parsed push URL, or a one-line :class:`PmuscopeError` (credentials
+    never shown)."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        parsed.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as err:
+        raise errors.PmuscopeError(f"bad push URL {redact_url(url)!r}: {err}; expected http(s)://HOST:PORT") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise errors.PmuscopeError(f"bad push URL {redact_url(url)!r}: expected http(s)://HOST:PORT (a Pyroscope server)")
+    return parsed
+
+
 def sample_type_config(ep: ExportProfile) -> dict:
     """Pyroscope's per-sample-type display config (units: samples/objects/bytes)."""
     cfg = {}
@@ -99,10 +119,17 @@ class PyroscopePusher:
     def __init__(self, url: str, name: str = "pmuscope", labels: Mapping[str, str] | None = None, *,
                  max_queue: int = 16, retries: int = 4, backoff: float = 0.5, max_backoff: float = 8.0,
                  timeout: float = 5.0, jitter: float = 0.1, on_drop: Callable[[str, PushStats], None] | None = None):
-        parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise errors.PmuscopeError(f"bad push URL {url!r}: expected http(s)://HOST:PORT (a Pyroscope server)")
-        self.url = url.rstrip("/")
+        parsed = check_push_url(url)
+        self._auth = None
+        if parsed.username is not None or parsed.password is not None:
+            # credentials go in an Authorization header, never in a printed URL
+            import base64
+
+            user = urllib.parse.unquote(parsed.username or "")
+            pw = urllib.parse.unquote(parsed.password or "")
+            self._auth = "Basic " + base64.b64encode(f"{user}:{pw}".encode()).decode()
+            parsed = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])
+        self.url = urllib.parse.urlunsplit(parsed).rstrip("/")
         if not self.url.endswith("/ingest"):
             self.url += "/ingest"
         self.name = name
@@ -166,8 +193,10 @@ class PyroscopePusher:
     # -- worker ---------------------------------------------------------------
     def _send(self, item: _Item) -> tuple[bool, bool, str]:
         """(delivered, retryable, error)."""
-        req = urllib.request.Request(f"{self.url}?{item.query}", data=item.body, method="POST",
-                                     headers={"Content-Type": item.content_type, "User-Agent": "pmuscope"})
+        headers = {"Content-Type": item.content_type, "User-Agent": "pmuscope"}
+        if self._auth:
+            headers["Authorization"] = self._auth
+        req = urllib.request.Request(f"{self.url}?{item.query}", data=item.body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 resp.read()
@@ -199,6 +228,8 @@ class PyroscopePusher:
         delay = self.backoff
         for attempt in range(self.retries + 1):
             ok, retryable, err = self._send(item)
+            if self._gave_up:
+                return  # close() already counted it as dropped
             if ok:
                 self.stats.sent += 1
                 return
@@ -214,6 +245,7 @@ class PyroscopePusher:
                 return
 
     _abandon = False
+    _gave_up = False
 
     # -- shutdown ---------------------------------------------------------
     def flush(self, timeout: float | None = None) -> bool:
@@ -230,6 +262,7 @@ class PyroscopePusher:
     def close(self, timeout: float = 10.0) -> PushStats:
         """Deliver what is queued (waiting at most ``timeout`` s), then stop;
         what is still queued after that is dropped and counted."""
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
         self._abandon = True
         with self._cv:
@@ -238,5 +271,11 @@ class PyroscopePusher:
                 self._queue.popleft()
                 self._drop("not sent before close")
             self._cv.notify_all()
-        self._thread.join(max(timeout, 0.1))
+        # one deadline for everything: a server that trickles its answer
+        # cannot hold the caller past ``timeout``
+        self._thread.join(max(deadline - time.monotonic(), 0.05))
+        with self._cv:
+            if self._thread.is_alive() and self._busy and not self._gave_up:
+                self._gave_up = True
+                self._drop(f"no answer within {timeout:g} s")
         return self.stats

@@ -86,6 +86,6 @@ def dumps(ep: ExportProfile, **kwargs) -> str:
 
 
 def write(ep: ExportProfile, path: str, **kwargs) -> str:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(dumps(ep, **kwargs))
-    return path
+    from ..outfile import write_output
+
+    return write_output(path, dumps(ep, **kwargs))

@@ -386,7 +386,7 @@ def error_from_errno(
     name = _describe(attr, event)
     common = dict(event=event, errno=err, pid=pid, cpu=cpu)
     if err in (errno.EACCES, errno.EPERM):
-        return _permission_error(err, attr, name, pid, cpu, procfs, common)
+        return _permission_error(err, attr, name, pid, cpu, procfs, common, probe=probe)
     if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.ENXIO):
         return _unsupported_error(err, attr, name, pid, cpu, group_fd, flags, sysfs, probe, common)
     if err == errno.EINVAL:
@@ -458,6 +458,18 @@ def error_from_errno(
     return errors.PmuscopeError(f"perf_event_open of {name} failed: {os.strerror(err)} (errno {err})", **common)
 
 
+def _software_event_opens() -> bool:
+    """True when a task-clock counter on this thread opens: perf_event_open
+    itself is allowed (no seccomp filter or LSM blocking the call)."""
+    try:
+        os.close(raw_perf_event_open(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.TASK_CLOCK,
+                                                         disabled=1, exclude_kernel=1, exclude_hv=1),
+                                     0, -1, -1, abi.PERF_FLAG_FD_CLOEXEC))
+        return True
+    except OSError:
+        return False
+
+
 def _read_int(path: str) -> int | None:
     try:
         with open(path) as f:
@@ -466,13 +478,26 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-def _permission_error(err, attr, name, pid, cpu, procfs, common) -> errors.PermissionDeniedError:
+def _permission_error(err, attr, name, pid, cpu, procfs, common, probe: bool = True) -> errors.PermissionDeniedError:
     paranoid = read_paranoid(procfs)
     needed = required_paranoid(attr, pid, cpu)
     caps = effective_capabilities(procfs)
     privileged = bool(caps & (1 << CAP_PERFMON) or caps & (1 << CAP_SYS_ADMIN))
     level = "unknown" if paranoid is None else str(paranoid)
     fields = dict(paranoid=paranoid, needed=needed, capabilities=caps, **common)
+    # (the probe asks the running kernel: only when the facts came from it too)
+    if privileged and probe and os.path.realpath(procfs) == "/proc" and _software_event_opens():
+        # other events open: no seccomp filter is in the way, this event itself is refused
+        hint = ""
+        if attr.type == abi.PERF_TYPE_TRACEPOINT:
+            hint = (f"; tracepoint id {int(attr.config)} is not one perf may use (the ids are in "
+                    "/sys/kernel/tracing/events/SUBSYSTEM/EVENT/id: name the tracepoint, e.g. -e sched:sched_switch)")
+        return errors.PermissionDeniedError(
+            f"no permission to open {name}: the kernel refused this event (EACCES/EPERM) although other events "
+            f"open here{hint}",
+            cause="event",
+            **fields,
+        )
     if privileged:
         return errors.PermissionDeniedError(
             f"no permission to open {name} although this process holds CAP_PERFMON/CAP_SYS_ADMIN "

@@ -15,6 +15,7 @@ when ``loop="native"``).
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import threading
@@ -55,6 +56,23 @@ def _specs(events) -> list:
         else:
             out.append(ev)
     return out
+
+
+#: the highest --rate (samples per second): a group read costs about a microsecond
+MAX_RATE_HZ = 1_000_000.0
+#: the most memory the sample buffers of one run may take
+MAX_BUFFER_BYTES = 2 << 30
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def _threads_of(pid: int) -> list[int]:
@@ -171,11 +189,23 @@ class Observer:
         tolerance: float = DEFAULT_TOLERANCE,
         stop: threading.Event | None = None,
         track_switches: bool = False,
+        enable_on_exec: bool = False,
+        on_open=None,
     ) -> None:
         if sum(x is not None for x in (cpu, pid, tid)) != 1:
             raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
-        if rate_hz <= 0 or duration <= 0:
+        if not (rate_hz > 0 and duration > 0) or math.isinf(duration):
             raise PmuscopeError("observe: --rate and --duration must be positive")
+        if rate_hz > MAX_RATE_HZ:
+            raise PmuscopeError(f"--rate {rate_hz:g} is above {MAX_RATE_HZ:,.0f} samples/s "
+                                "(a read takes about a microsecond)")
+        if not tolerance >= 0 or tolerance >= 1:
+            raise PmuscopeError(f"--tolerance {100 * tolerance:g}% must be 0 or more and below 100%")
+        if observer_cpu is not None:
+            allowed = sorted(os.sched_getaffinity(0))
+            if observer_cpu not in allowed:
+                raise PmuscopeError(f"--observer-cpu {observer_cpu} is not a CPU this process may run on "
+                                    f"({_cpu_list(allowed)})")
         if loop not in ("auto", "python", "native"):
             raise PmuscopeError(f"observe: unknown loop {loop!r} (auto, python, native)")
         if loop == "native" and not native_available():
@@ -194,6 +224,17 @@ class Observer:
         if track_switches and cpu is None:
             raise PmuscopeError("observe: switch tracking attributes a CPU's samples to threads; it needs -C CPU")
         self.track_switches = track_switches
+        #: counters of a pid start disabled and are enabled by the kernel at its
+        #: exec (a workload forked corked, as perf stat does)
+        self.enable_on_exec = enable_on_exec
+        #: called after the events are open (e.g. to let the corked workload exec)
+        self.on_open = on_open
+        n = int(round(self.rate_hz * self.duration)) + 1
+        need = n * (3 + len(self.specs)) * 8 * max(1, 1 if pid is None else len(_threads_of(pid))) + n * 16
+        if need > MAX_BUFFER_BYTES:
+            raise PmuscopeError(f"{n:,} samples (--rate {self.rate_hz:g} for {self.duration:g} s) need "
+                                f"{need / 2**30:.1f} GiB; the limit is {MAX_BUFFER_BYTES / 2**30:.0f} GiB: lower --rate "
+                                "or --duration")
         self.names = [s.name for s in self.specs]
         self._groups: list[list[PerfEventFd]] = []
 
@@ -212,6 +253,7 @@ class Observer:
                     attr = spec.attr.copy()
                     attr.read_format = _GROUP_FORMAT
                     attr.disabled = 1 if i == 0 else 0
+                    attr.enable_on_exec = 1 if i == 0 and self.enable_on_exec else 0
                     attr.inherit = 0
                     try:
                         group.append(PerfEventFd(attr, pid=pid, cpu=cpu, group=group[0] if group else None, event=spec.name))
@@ -242,6 +284,8 @@ class Observer:
         self._open()
         tracker = None
         try:
+            if self.on_open is not None:
+                self.on_open()
             if self.track_switches:
                 from .switches import SwitchTracker
 
@@ -278,10 +322,10 @@ class Observer:
                 use_native = self._decide_native(size)
                 t0 = time.clock_gettime_ns(_RAW)
                 if use_native:
-                    taken, late = self._native_loop(raw, stamps, n, size, period_ns)
+                    taken, late = self._native_loop(raw, stamps, n, size, period_ns, t0 + int(self.duration * 1e9))
                     state["path"] = "native"
                 else:
-                    taken, late = self._python_loop(raw, stamps, n, size, period_ns)
+                    taken, late = self._python_loop(raw, stamps, n, size, period_ns, t0 + int(self.duration * 1e9))
                     state["path"] = "read"
                 wall = time.clock_gettime_ns(_RAW) - t0
                 for group in self._groups:
@@ -337,7 +381,11 @@ class Observer:
         per = (time.perf_counter_ns() - t) / reps
         return per > _PY_BUDGET * 1e9 / self.rate_hz
 
-    def _python_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int) -> tuple[int, int]:
+    def _python_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int,
+                     end_raw: int | None = None) -> tuple[int, int]:
+        """Read at ``period_ns`` until ``n`` samples, :attr:`stop`, or the
+        ``end_raw`` CLOCK_MONOTONIC_RAW time (--duration is seconds: a loop that
+        cannot keep the rate ends on time with fewer samples)."""
         ngroups = raw.shape[1]
         mv = memoryview(raw.reshape(-1).view(np.uint8))
         fds = [g[0].fd for g in self._groups]
@@ -350,8 +398,11 @@ class Observer:
         stop = self.stop
         start = clock(mono)
         for i in range(n):
-            if stop is not None and not i & 63 and stop.is_set():
-                return i, late
+            if not i & 63 and i:
+                if stop is not None and stop.is_set():
+                    return i, late
+                if end_raw is not None and clock(_RAW) >= end_raw:
+                    return i, late
             deadline = start + i * period_ns
             now = clock(mono)
             if now < deadline:
@@ -371,9 +422,28 @@ class Observer:
             stamps[i, 1] = clock(_RAW)
         return n, late
 
-    def _native_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int) -> tuple[int, int]:
-        taken, late = _native.sample_loop(self._groups[0][0].fd, size, n, period_ns, stamps, raw)
-        return int(taken), int(late)
+    def _native_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int,
+                     end_raw: int | None = None) -> tuple[int, int]:
+        """The C loop, in slices of about 50 ms so that ``end_raw`` and
+        :attr:`stop` are honoured (each slice restarts the schedule)."""
+        fd = self._groups[0][0].fd
+        step = 256  # grown or shrunk after each slice to take about 50 ms
+        taken = late = 0
+        while taken < n:
+            k = min(step, n - taken)
+            t = time.monotonic_ns()
+            got, lt = _native.sample_loop(fd, size, k, period_ns, stamps[taken:taken + k], raw[taken:taken + k])
+            spent = max(time.monotonic_ns() - t, 1)
+            step = int(min(max(64, k * 50_000_000 / spent), 1 << 22))
+            taken += int(got)
+            late += int(lt)
+            if int(got) < k:
+                break
+            if self.stop is not None and self.stop.is_set():
+                break
+            if end_raw is not None and time.clock_gettime_ns(_RAW) >= end_raw:
+                break
+        return taken, late
 
 
 def observe(events, **kwargs) -> ObserveResult:
@@ -381,27 +451,40 @@ def observe(events, **kwargs) -> ObserveResult:
     return Observer(events, **kwargs).run()
 
 
-def write_series(result: ObserveResult, path: str, fmt: str | None = None) -> str:
-    """Write the per-period series as Parquet, CSV or npz (by extension or ``fmt``)."""
+def series_format(path: str, fmt: str | None = None) -> str:
+    """The series format for ``path`` (by extension, else CSV); refuses others."""
     fmt = fmt or os.path.splitext(path)[1].lstrip(".").lower() or "csv"
-    cols = result.deltas()
-    if fmt == "npz":
-        np.savez(path, **cols)
-    elif fmt == "csv":
-        names = list(cols)
-        data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
-        np.savetxt(path, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
-    elif fmt == "parquet":
+    if fmt not in ("npz", "csv", "parquet"):
+        raise PmuscopeError(f"unknown output format {fmt!r}: use .parquet, .csv or .npz")
+    return fmt
+
+
+def write_series(result: ObserveResult, path: str, fmt: str | None = None, *, out=None) -> str:
+    """Write the per-period series as Parquet, CSV or npz (by extension or
+    ``fmt``), through :mod:`pmuscope.outfile` (``out``: a file already opened
+    with :func:`~pmuscope.outfile.open_output`, completed here)."""
+    from ..outfile import open_output
+
+    fmt = series_format(path, fmt)
+    if fmt == "parquet":
         from ..errors import require
 
         pa = require("pyarrow", "parquet", "Parquet output")
-        import pyarrow.parquet as pq
+    cols = result.deltas()
+    out = out if out is not None else open_output(path, "wb")
+    with out:
+        if fmt == "npz":
+            out.guard(np.savez, out.file, **cols)
+        elif fmt == "csv":
+            names = list(cols)
+            data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
+            out.guard(np.savetxt, out.file, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
+        else:
+            import pyarrow.parquet as pq
 
-        table = pa.table({k: v for k, v in cols.items()})
-        table = table.replace_schema_metadata({"pmuscope": str(result.summary())})
-        pq.write_table(table, path)
-    else:
-        raise PmuscopeError(f"unknown output format {fmt!r}: use .parquet, .csv or .npz")
+            table = pa.table({k: v for k, v in cols.items()})
+            table = table.replace_schema_metadata({"pmuscope": str(result.summary())})
+            out.guard(pq.write_table, table, out.file)
     return path
 
 
@@ -410,28 +493,50 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
     the result's ``slowdown`` is observed wall time / baseline wall time."""
     import subprocess
 
+    from ..counting.workload import Workload
+
     t = time.perf_counter()
-    subprocess.run(list(cmd), check=False)
+    try:
+        subprocess.run(list(cmd), check=False)
+    except OSError as err:
+        raise PmuscopeError(f"cannot run {cmd[0]!r}: {err.strerror}") from None
     base = time.perf_counter() - t
     done = threading.Event()
     ended: list[float] = []
-    t = time.perf_counter()
-    proc = subprocess.Popen(list(cmd))
+    started: list[float] = []
+    # forked corked and attached before its exec, the counters enabled by the
+    # kernel at exec (perf stat's enable_on_exec): a command that exits at once
+    # is still observed
+    work = Workload(list(cmd))
 
     def waiter() -> None:
-        proc.wait()
+        work.wait()
         ended.append(time.perf_counter())
         done.set()
 
-    threading.Thread(target=waiter, daemon=True).start()
+    def release() -> None:
+        t_start = time.perf_counter()
+        work.start()  # raises when the command cannot be executed
+        started.append(t_start)
+        threading.Thread(target=waiter, daemon=True).start()
+
     kwargs.pop("duration", None)
     # the run ends when the command exits (checked by the Python loop)
     kwargs["loop"] = "python"
     try:
-        result = Observer(events, pid=proc.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done, **kwargs).run()
-    finally:
-        done.wait()
-    observed = ended[0] - t
+        result = Observer(events, pid=work.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done,
+                          enable_on_exec=True, on_open=release, **kwargs).run()
+    except BaseException:
+        work.cancel()
+        if started:  # the observation failed: do not leave the command running
+            import signal
+
+            if not done.is_set():
+                work.send_signal(signal.SIGTERM)
+            done.wait()
+        raise
+    done.wait()
+    observed = ended[0] - started[0]
     result.slowdown = observed / base if base > 0 else None
     result.extra.update(baseline_s=base, observed_s=observed)
     return result

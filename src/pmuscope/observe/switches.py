@@ -229,12 +229,16 @@ class SwitchTracker:
             parts.append(seg)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=TIMELINE_DTYPE)
 
-    def write_timeline(self, path: str) -> str:
+    def write_timeline(self, path: str, *, out=None) -> str:
         """CSV (``cpu,start,end,pid,tid``) or npz by extension."""
+        from ..outfile import open_output
+
         tl = self.timeline()
-        if path.endswith(".npz"):
-            np.savez(path, timeline=tl)
-        else:
-            np.savetxt(path, np.column_stack([tl[k] for k in TIMELINE_DTYPE.names]), fmt="%d", delimiter=",",
-                       header=",".join(TIMELINE_DTYPE.names), comments="")
+        out = out if out is not None else open_output(path, "wb")
+        with out:
+            if path.endswith(".npz"):
+                out.guard(np.savez, out.file, timeline=tl)
+            else:
+                out.guard(np.savetxt, out.file, np.column_stack([tl[k] for k in TIMELINE_DTYPE.names]), fmt="%d",
+                          delimiter=",", header=",".join(TIMELINE_DTYPE.names), comments="")
         return path

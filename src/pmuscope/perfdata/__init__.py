@@ -6,7 +6,7 @@ that Linux ``perf report``/``perf script`` read."""
 from pmuscope._lazy import lazy_exports
 
 from .features import Feature
-from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, Section, default_event_name
+from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, PerfDataWarning, Section, default_event_name
 
 #: names whose modules only writing or describing a file needs, imported on
 #: first use (reading a file for ``report``/``script`` never loads the writer)
@@ -26,6 +26,7 @@ __all__ = [
     "FileHeader",
     "PerfDataAttr",
     "PerfDataFile",
+    "PerfDataWarning",
     "PerfDataWriter",
     "PerfPipeWriter",
     "elf_build_id",

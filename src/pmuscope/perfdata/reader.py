@@ -174,6 +174,18 @@ class _Stream:
         return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
+
+class PerfDataWarning(UserWarning):
+    """Something of a perf.data file was skipped (damaged optional metadata,
+    trailing bytes) while the rest was read, as perf does."""
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, PerfDataWarning, stacklevel=3)
+
+
 class PerfDataFile:
     """A perf.data file or stream, opened for reading.
 
@@ -192,8 +204,11 @@ class PerfDataFile:
     :meth:`records`.
     """
 
-    def __init__(self, source: Any, *, name: str | None = None, strict: bool = True) -> None:
-        self.strict = strict
+    def __init__(self, source: Any, *, name: str | None = None, strict: bool | None = None) -> None:
+        from .. import _policy
+
+        # None: the library's default (strict), or perf's tolerance under the commands
+        self.strict = _policy.STRICT_READS if strict is None else strict
         #: strict=False: feature bit -> the FormatError its payload raised (kept as bytes)
         self.feature_errors: dict[int, FormatError] = {}
         #: strict=False: the FormatError that ended the data early, else None
@@ -412,11 +427,27 @@ class PerfDataFile:
         table = h.data.offset + h.data.size
         n = len(h.feature_bits)
         if n and (table > len(buf) or 16 * n > len(buf) - table):
-            raise self._err(table, f"feature section table of {n} entries runs past the end of the {len(buf)}-byte file")
+            err = self._err(table, f"feature section table of {n} entries runs past the end of the {len(buf)}-byte file")
+            if self.strict:
+                raise err
+            # perf reads the samples without the optional metadata
+            for bit in h.feature_bits:
+                self.feature_errors[bit] = err
+            _warn(f"{self.source}: the header's feature table runs past the end of the file; its optional "
+                  f"metadata ({', '.join(feature_name(b) for b in h.feature_bits)}) was skipped")
+            return
         sections = []
         for i, bit in enumerate(h.feature_bits):
             sec = Section(*_SECTION.unpack_from(buf, table + 16 * i))
-            self._check_section(sec, table + 16 * i, f"feature section {feature_name(bit)}")
+            try:
+                self._check_section(sec, table + 16 * i, f"feature section {feature_name(bit)}")
+            except FormatError as err:
+                if self.strict:
+                    raise
+                self.feature_errors[bit] = err
+                _warn(f"{self.source}: skipped the damaged {feature_name(bit)} header section (it runs past the "
+                      "end of the file); the samples are read")
+                continue
             sections.append((bit, sec))
         # NRCPUS first: CPU_TOPOLOGY's layout depends on it
         sections.sort(key=lambda bs: bs[0] != Feature.NRCPUS)
@@ -428,6 +459,8 @@ class PerfDataFile:
                     raise
                 self.feature_errors[bit] = err
                 self.features[bit] = bytes(buf[sec.offset : sec.offset + sec.size])
+                _warn(f"{self.source}: skipped the damaged {feature_name(bit)} header section ({err.args[0] if err.args else err}); "
+                      "the samples are read")
 
     def _set_feature(self, bit: int, payload: memoryview, base: int) -> None:
         value = parse_feature(bit, payload, self.source, base, self._feature_ctx())
@@ -694,6 +727,7 @@ class PerfDataFile:
             yield from self._decompressed_records_strict(containers, max_run)
         except FormatError as err:
             self.data_error = err
+            _warn(f"{err}; the records before it were read, the rest was skipped")
 
     def _decompressed_records_strict(self, containers: bool, max_run: int = 0) -> Iterator[tuple]:
         writer = sink = None

@@ -22,6 +22,7 @@ from .. import __version__ as _pmuscope_version
 from ..kernel import abi
 from . import synth
 from ..errors import require
+from ..outfile import OutputFile, open_output
 from .features import (
     BuildId,
     Compressed,
@@ -224,7 +225,10 @@ class PerfDataWriter:
         self.attrs: list[PerfDataAttr] = []
         self.features: dict[int, Any] = host_features(argv) if host else {}
         self.build_ids: list[BuildId] = []
-        self._f: BinaryIO | None = open(self.path, "wb")
+        # perf's rules (outfile): a previous file becomes PATH.old, never
+        # written through a link, mode 0600; written under a temporary name and
+        # renamed by close(), so a failed run leaves no partial PATH
+        self._f: OutputFile | None = open_output(self.path, "wb", perm=0o600)
         self._f.write(b"\0" * FILE_HEADER_SIZE)
         self._data_offset: int | None = None
         self._data_size = 0
@@ -340,11 +344,19 @@ class PerfDataWriter:
             out[bit] = encode_feature(bit, feats[bit], attr_size=ATTR_SIZE)
         return out
 
+    def abort(self) -> None:
+        """Give up the file: nothing is left at ``path`` (a previous file stays)."""
+        f, self._f = self._f, None
+        if f is not None:
+            f.abort()
+
     def close(self) -> None:
-        """Write the feature sections and the final header; idempotent."""
+        """Write the feature sections and the final header; idempotent. On an
+        error (a full disk) the file is removed and :class:`OutputWriteError` raised."""
         f = self._f
         if f is None:
             return
+        done = False
         try:
             if self._data_offset is None:
                 self._start_data()
@@ -371,15 +383,22 @@ class PerfDataWriter:
             )
             f.seek(0)
             f.write(header)
+            done = True
         finally:
             self._f = None
-            f.close()
+            if done:
+                f.close()
+            else:
+                f.abort()
 
     def __enter__(self) -> "PerfDataWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
 
 
 class PerfPipeWriter:
@@ -425,6 +444,9 @@ class PerfPipeWriter:
     def close(self) -> None:
         self.start()
         self.f.flush()
+
+    def abort(self) -> None:
+        """Nothing to remove from a stream."""
 
 
 #: features that describe the source file's layout, not the machine: not copied by rewrite()

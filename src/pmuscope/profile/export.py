@@ -68,9 +68,9 @@ def folded_stacks(p: Profile, *, comm: bool = True, weight: str = "samples",
 
 def write_folded(p: Profile, path: str, **kwargs) -> str:
     """Write folded stacks of ``p`` to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(format_folded(folded_stacks(p, **kwargs)))
-    return path
+    from ..outfile import write_output
+
+    return write_output(path, format_folded(folded_stacks(p, **kwargs)))
 
 
 def write_flamegraph(p: Profile, path: str, *, title: str = "pmuscope flame graph", folded: Counter | None = None,

@@ -87,9 +87,9 @@ def render_html(folded: Mapping[str, int] | str, *, title: str = "pmuscope flame
 
 
 def write_html(folded: Mapping[str, int] | str, path: str, **kwargs) -> str:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(render_html(folded, **kwargs))
-    return path
+    from ..outfile import write_output
+
+    return write_output(path, render_html(folded, **kwargs))
 
 
 _TEMPLATE = r"""<!DOCTYPE html>

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PmuscopeError
+from ..outfile import write_output
 from ..kernel import abi
 from .model import Profile, uniq_first, uniq_inv
 
@@ -413,12 +414,7 @@ def write_report_html(path_in: Profile | str | os.PathLike, path_out: str | os.P
     ``path_out``. Keyword arguments as :func:`render_report_html`."""
     text = render_report_html(path_in, **kwargs)
     out = os.fspath(path_out)
-    try:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as err:
-        raise PmuscopeError(f"cannot write {out}: {err.strerror}") from None
-    return out
+    return write_output(out, text)
 
 
 _TEMPLATE = r"""<!DOCTYPE html>

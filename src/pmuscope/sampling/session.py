@@ -155,8 +155,9 @@ class Recorder:
     be combined with ``system_wide``/``cpus`` (record the machine while the
     command runs). ``output`` is the perf.data path, or None to only iterate
     records live, or ``"-"`` for pipe-mode perf.data on stdout (``perf record
-    -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` is renamed to
-    ``output.old`` first, as perf does.
+    -o -``; tracepoint formats are not carried in pipe mode). An existing non-empty ``output`` (or a
+    link there) is kept as ``output.old``, as perf does, when the new file is complete
+    (:mod:`pmuscope.outfile`); the file is mode 0600.
 
     ``specs`` gives already-parsed :class:`~pmuscope.events.EventSpec` s
     instead of ``events`` (their attrs are copied, then configured like any
@@ -475,7 +476,7 @@ class Recorder:
                 self.workload.cancel()
             self._teardown()
             if self.writer is not None:
-                self.writer.close()
+                self.writer.abort()
             raise
         return self
 
@@ -492,11 +493,7 @@ class Recorder:
             for i, attr in enumerate(self.attrs):
                 self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
             return
-        try:
-            if os.path.getsize(self.output) > 0 and not os.path.islink(self.output):
-                os.replace(self.output, self.output + ".old")  # perf keeps the previous recording as FILE.old
-        except OSError:
-            pass
+        # the writer keeps a previous recording as FILE.old (perf's rule) when it completes
         self.writer = PerfDataWriter(self.output, argv=self.argv)
         for i, attr in enumerate(self.attrs):
             self.writer.add_attr(attr, [fd.id() for fd in self.fds[i]], self.names[i])
@@ -683,7 +680,21 @@ class Recorder:
             self._result.interrupted = True
             self._disable()
             self._drain()
+        except BaseException:
+            self.abort()
+            raise
         return self.close()
+
+    def abort(self) -> None:
+        """After an error (a full disk): stop the command as :meth:`close` does,
+        and remove the unfinished file (a previous one stays)."""
+        if self.writer is not None and not self._pipe:
+            self.writer.abort()
+            self.writer = None
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - the first error is the one to report
+            pass
 
     def _disable(self) -> None:
         for fds in self.fds:

@@ -13,11 +13,13 @@ value: the decimal data-source code, newest-perf subclass names (``GCS``,
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Sequence
 
 import numpy as np
 
+from ..outfile import open_output, output_error
 from ..errors import require
 from .packets import COMMON_EVENTS, N1_EVENTS, is_midr_n1
 from .records import SpeRecords
@@ -266,7 +268,13 @@ class TableWriter:
             raise ValueError(f"unknown SPE table format {fmt!r}: use csv or parquet")
         if fmt == "parquet":
             require("pyarrow.parquet", "parquet", "Parquet output")
-        os.makedirs(outdir, exist_ok=True)
+        try:
+            os.mkdir(outdir)  # OUTDIR itself, in a folder that exists
+        except FileExistsError:
+            if not os.path.isdir(outdir):
+                raise output_error(NotADirectoryError(errno.ENOTDIR, "it exists and is not a folder"), outdir) from None
+        except OSError as err:
+            raise output_error(err, outdir) from None
         self.outdir, self.prefix, self.fmt, self.which = outdir, prefix, fmt, tuple(which)
         self._open: dict[str, object] = {}
         self.written: dict[str, str] = {}
@@ -286,30 +294,52 @@ class TableWriter:
             if self.fmt == "csv":
                 fh = self._open.get(name)
                 if fh is None:
-                    fh = self._open[name] = open(path, "w", encoding="utf-8", newline="")
+                    fh = self._open[name] = open_output(path, "w", newline="")
                     fh.write(",".join(f'"{c}"' for c in cols) + "\n")
                 fh.write(_csv_rows(table, cols))
             else:
                 pq = require("pyarrow.parquet", "parquet", "Parquet output")
                 at = _arrow_table(table, cols)
-                w = self._open.get(name)
-                if w is None:
-                    w = self._open[name] = pq.ParquetWriter(path, at.schema, compression="gzip")
-                w.write_table(at.cast(w.schema))
+                pair = self._open.get(name)
+                if pair is None:
+                    out = open_output(path, "wb")
+                    w = out.guard(pq.ParquetWriter, out.file, at.schema, compression="gzip")
+                    pair = self._open[name] = (out, w)
+                out, w = pair
+                out.guard(w.write_table, at.cast(w.schema))
             self.written[name] = path
 
     def close(self) -> dict[str, str]:
         """Finish the files; returns ``{table: path}`` of the files written."""
-        for obj in self._open.values():
-            obj.close()
+        try:
+            for obj in self._open.values():
+                if isinstance(obj, tuple):
+                    out, w = obj
+                    out.guard(w.close)
+                    out.close()
+                else:
+                    obj.close()
+        except BaseException:
+            self.abort()
+            raise
         self._open.clear()
         return dict(self.written)
+
+    def abort(self) -> None:
+        """After an error: remove the unfinished tables."""
+        for obj in self._open.values():
+            (obj[0] if isinstance(obj, tuple) else obj).abort()
+        self._open.clear()
+        self.written.clear()
 
     def __enter__(self) -> "TableWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def write_tables(recs: SpeRecords, outdir: str, prefix: str = "spe", fmt: str = "csv", which: Sequence[str] = ("ldst", "br", "other")) -> dict[str, str]:

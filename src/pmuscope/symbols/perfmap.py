@@ -52,6 +52,8 @@ class PerfMap:
         self._table: SymbolTable | None = None
         self.bad_lines = 0
         self.reloads = 0
+        #: set when the file was refused (not owned by this user or root)
+        self.untrusted = False
 
     @classmethod
     def for_pid(cls, pid: int, tmp_dir: str = "/tmp") -> "PerfMap":
@@ -74,9 +76,17 @@ class PerfMap:
         if size < self._pos:  # replaced by a new process with the same pid
             self._pos = 0
             self._starts, self._sizes, self._names = [], [], []
-        if size == self._pos:
+        if size == self._pos or self.untrusted:
             return False
         with open(self.path, "rb") as f:
+            uid = os.fstat(f.fileno()).st_uid
+            if uid not in (0, os.geteuid()):
+                # perf's rule (util/symbol.c dso__load): anyone can write /tmp/perf-PID.map
+                import warnings
+
+                self.untrusted = True
+                warnings.warn(f"{self.path} is not owned by the current user or root: ignoring it")
+                return False
             f.seek(self._pos)
             data = f.read(size - self._pos)
         cut = data.rfind(b"\n")
