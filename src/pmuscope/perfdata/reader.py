@@ -346,11 +346,30 @@ class PerfDataFile:
         flags = struct.unpack_from("<4Q", buf, 72)
         bits = [w * 64 + b for w in range(4) for b in range(64) if flags[w] >> b & 1]
         self.header = FileHeader(magic, size, False, attr_size, Section(ao, asz), Section(do, dsz), Section(eo, esz), bits)
+        bad_attrs: FormatError | None = None
         for name, sec, at in (("attrs", self.header.attrs, 24), ("data", self.header.data, 40), ("event_types", self.header.event_types, 56)):
-            self._check_section(sec, at, f"{name} section")
+            try:
+                self._check_section(sec, at, f"{name} section")
+            except FormatError as err:
+                if self.strict or name == "data" or (name == "attrs" and Feature.EVENT_DESC not in self.header.feature_bits):
+                    raise
+                if name == "attrs":
+                    # perf takes the attrs from the EVENT_DESC header section then
+                    bad_attrs = err
+                    self.header.attrs = Section(0, 0)
+                    continue
+                # perf ignores the pre-3.x event_types section: names come from the features
+                self.header.event_types = Section(0, 0)
+                _warn(f"{err}; the obsolete event_types section was skipped")
         self._data_start, self._data_end = do, do + dsz
         self._read_features()
         self._read_attrs()
+        if bad_attrs is not None:
+            descs = self.features.get(Feature.EVENT_DESC)
+            if not isinstance(descs, list) or not descs:
+                raise bad_attrs
+            _warn(f"{bad_attrs}; the events were read from the EVENT_DESC header section")
+            self.attrs = [PerfDataAttr(i, d.attr, list(d.ids), d.name) for i, d in enumerate(descs)]
         self._read_event_types()
         self._assign_names()
 
@@ -395,14 +414,30 @@ class PerfDataFile:
             at = h.attrs.offset + i * h.attr_size
             alen = h.attr_size - 16
             (declared,) = struct.unpack_from("<I", buf, at + 4)
+            raw = buf[at : at + alen]
             if declared and (declared > alen or declared < abi.PERF_ATTR_SIZE_VER0):
-                raise self._err(at + 4, f"perf_event_attr.size {declared} does not fit the {alen}-byte attr entry "
+                err = self._err(at + 4, f"perf_event_attr.size {declared} does not fit the {alen}-byte attr entry "
                                         f"(attr_size {h.attr_size} - 16)")
-            attr = self._parse_attr_bytes(buf[at : at + alen], at)
+                if self.strict:
+                    raise err
+                # perf reads the attr entry as laid out in the file
+                _warn(f"{err}; read as {alen} bytes")
+                fixed = bytearray(raw)
+                struct.pack_into("<I", fixed, 4, alen)
+                raw = memoryview(bytes(fixed))
+            attr = self._parse_attr_bytes(raw, at)
             ids_sec = Section(*_SECTION.unpack_from(buf, at + alen))
-            self._check_section(ids_sec, at + alen, f"ids section of attr {i}")
-            if ids_sec.size % 8:
-                raise self._err(at + alen + 8, f"ids section size {ids_sec.size} is not a multiple of 8")
+            try:
+                self._check_section(ids_sec, at + alen, f"ids section of attr {i}")
+                if ids_sec.size % 8:
+                    raise self._err(at + alen + 8, f"ids section size {ids_sec.size} is not a multiple of 8")
+            except FormatError as err:
+                if self.strict:
+                    raise
+                # samples of a file with one event need no ids; with more, those of this
+                # attr are then counted as of an unknown id
+                _warn(f"{err}; attr {i} was read without its sample ids")
+                ids_sec = Section(0, 0)
             ids = list(struct.unpack_from(f"<{ids_sec.size // 8}Q", buf, ids_sec.offset))
             self.attrs.append(PerfDataAttr(i, attr, ids))
 

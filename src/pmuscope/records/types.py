@@ -469,9 +469,25 @@ _POKE = struct.Struct("<QHH")
 
 
 def parse_sideband(buf, off: int, rtype: int, misc: int, size: int, attrs: AttrTable, base_offset: int = 0):
-    """Decode one side-band record at ``buf[off:off+size]``; None if ``rtype`` is unknown."""
+    """Decode one side-band record at ``buf[off:off+size]``; None if ``rtype`` is unknown.
+
+    A record too short for its type raises :class:`~pmuscope.errors.FormatError`;
+    under the commands' perf-like tolerance (``pmuscope._policy.STRICT_READS``
+    off) it is skipped as an unknown record is (counted by the caller), as perf
+    goes on past a damaged side-band record."""
     if rtype not in _KNOWN:
         return None
+    try:
+        return _parse_sideband(buf, off, rtype, misc, size, attrs, base_offset)
+    except errors.FormatError:
+        from .. import _policy
+
+        if _policy.STRICT_READS:
+            raise
+        return None
+
+
+def _parse_sideband(buf, off: int, rtype: int, misc: int, size: int, attrs: AttrTable, base_offset: int = 0):
     entry = entry_for_sideband(buf, off, size, attrs)
     tsize = entry.trailer_size
     body = off + 8
