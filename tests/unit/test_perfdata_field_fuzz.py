@@ -77,8 +77,16 @@ def consume(path: str, tmp: str, *, html: bool) -> None:
 def _sweep(files, tmp: str, consume_fn, *, html_every: int = 0, per_type: int = 2):
     """Run every mutant of ``files`` through ``consume_fn``; returns
     (mutants, clean errors, crashes as (file, field, value, exception))."""
+    import warnings
+
+    from pmuscope import _policy
+
     crashes, n, clean = [], 0, 0
     old = signal.signal(signal.SIGALRM, _alarm)
+    strict = _policy.STRICT_READS
+    quiet = warnings.catch_warnings()
+    quiet.__enter__()
+    warnings.simplefilter("ignore")  # the lenient reads warn about what they skip
     try:
         for f in files:
             data = f.read_bytes()
@@ -88,6 +96,9 @@ def _sweep(files, tmp: str, consume_fn, *, html_every: int = 0, per_type: int = 
                 with open(path, "wb") as out:
                     out.write(buf)
                 signal.alarm(BOUND_S)
+                # every other mutant as the library reads (strict) and as the commands do
+                # (perf's tolerance: damaged optional parts skipped with a warning)
+                _policy.STRICT_READS = bool(n % 2)
                 try:
                     consume_fn(path, tmp, html=bool(html_every) and n % html_every == 0)
                 except PmuscopeError as err:
@@ -99,6 +110,8 @@ def _sweep(files, tmp: str, consume_fn, *, html_every: int = 0, per_type: int = 
                     signal.alarm(0)
     finally:
         signal.signal(signal.SIGALRM, old)
+        _policy.STRICT_READS = strict
+        quiet.__exit__(None, None, None)
     return n, clean, crashes
 
 
