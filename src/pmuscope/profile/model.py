@@ -92,7 +92,11 @@ class _Pending:
     def concat(parts: list["_Pending"]) -> "_Pending":
         if len(parts) == 1:
             return parts[0]
-        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols}
+        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols if k != "ustack"}
+        if "ustack" in parts[0].cols:  # stack copies as rows: pad to the widest
+            w = max(p.cols["ustack"].shape[1] for p in parts)
+            cols["ustack"] = np.concatenate([np.pad(p.cols["ustack"], ((0, 0), (0, w - p.cols["ustack"].shape[1])))
+                                             for p in parts])
         flat = {k: _concat_flat([p.flat[k] for p in parts]) for k in parts[0].flat}
         return _Pending(cols, flat)
 
@@ -159,6 +163,11 @@ class Profile:
     source: str = ""
     #: event index -> tracefs format of its tracepoint (to decode ``raw``)
     tp_formats: dict = field(default_factory=dict)
+    #: dwarf samples (REGS_USER + STACK_USER): per sample, True when its
+    #: unwound user chain stopped early (None: no sample was unwound)
+    truncated: np.ndarray | None = None
+    #: :class:`~pmuscope.unwind.UnwindStats` of the dwarf unwinding (None: none done)
+    unwind_stats: Any = None
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -202,9 +211,10 @@ class Profile:
         raw, raw_off = self.raw, self.raw_offsets
         if raw is not None:
             raw, raw_off = _take_flat(raw, raw_off, mask)
+        kw["truncated"] = self.truncated[mask] if self.truncated is not None else None
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                      "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
-                     "tp_formats"):
+                     "tp_formats", "unwind_stats"):
             kw[name] = getattr(self, name)
         return Profile(raw=raw, raw_offsets=raw_off, **kw)
 
@@ -279,7 +289,8 @@ class ProfileBuilder:
     """
 
     def __init__(self, attrs: AttrTable, *, event_names: list[str] | None = None,
-                 symbolizer: Symbolizer | None = None, keep_raw: bool = False) -> None:
+                 symbolizer: Symbolizer | None = None, keep_raw: bool = False, unwind: bool | None = None,
+                 arch: str | None = None) -> None:
         self.attrs = attrs
         self.symbolizer = symbolizer if symbolizer is not None else Symbolizer()
         self.maps = self.symbolizer.maps
@@ -291,6 +302,24 @@ class ProfileBuilder:
         self.has_callchain = any(e.sample_type & S.CALLCHAIN for e in attrs)
         self.has_cpu = any(e.sample_type & S.CPU for e in attrs)
         self.has_time = any(e.sample_type & S.TIME for e in attrs)
+        # dwarf call graphs: the user part of each chain is unwound from the
+        # sample's registers and stack copy (perf's thread__resolve_callchain_unwind);
+        # PMUSCOPE_UNWIND=0 keeps the chains as the kernel wrote them
+        dwarf = S.REGS_USER | S.STACK_USER
+        self._umask = np.array([int(e.attr.sample_regs_user) if (e.sample_type & dwarf) == dwarf else 0
+                                for e in attrs], dtype=np.uint64)
+        if unwind is None:
+            unwind = os.environ.get("PMUSCOPE_UNWIND", "1") != "0"
+        self.unwinder = None
+        if unwind and self.has_callchain and self._umask.any():
+            import platform
+
+            from ..unwind import Unwinder
+            from ..unwind.unwinder import ARCHES
+
+            a = arch or platform.machine()
+            if a in ARCHES:
+                self.unwinder = Unwinder(self.symbolizer, a)
         self._batches: list[SampleBatch] = []
         self._held: _Pending | None = None  # samples newer than the last flush limit
         self._queue: list[tuple[int, int, Any]] = []  # time-stamped side-band records not applied yet
@@ -320,7 +349,7 @@ class ProfileBuilder:
         # output parts
         self._out: dict[str, list[np.ndarray]] = {k: [] for k in (
             "pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf", "stack", "stack_len",
-            "raw", "raw_len")}
+            "raw", "raw_len", "truncated")}
 
     # --- session state -----------------------------------------------------------
     def comm_id(self, name: str) -> int:
@@ -438,7 +467,82 @@ class ProfileBuilder:
         if self.keep_raw:
             flat["raw"] = _concat_flat([(b.raw.copy(), b.raw_offsets) if b.raw is not None else
                                         (np.zeros(0, np.uint8), np.zeros(len(b) + 1, np.int64)) for b in bs])
+        if self.unwinder is not None:
+            self._dwarf_cols(bs, cols)
         return _Pending(cols, flat)
+
+    def _dwarf_cols(self, bs: list[SampleBatch], cols: dict[str, np.ndarray]) -> None:
+        """Registers (by perf register number), stack copies (rows) and
+        their mask and dyn_size: what the unwinder needs of each sample."""
+        from ..unwind.batch import NREGS, regs_matrix, stack_matrix
+
+        masks, regs, stacks, dyn = [], [], [], []
+        for b in bs:
+            n = len(b)
+            m = self._umask[b.attr_index]
+            if b.regs_user is None or b.stack_user is None or b.regs_user_abi is None:
+                masks.append(np.zeros(n, np.uint64))
+                regs.append(np.zeros((n, NREGS), np.uint64))
+                stacks.append(np.zeros((n, 0), np.uint8))
+                dyn.append(np.zeros(n, np.uint64))
+                continue
+            m = np.where(b.regs_user_abi != 0, m, np.uint64(0))
+            masks.append(m)
+            regs.append(regs_matrix(b.regs_user.astype(np.uint64, copy=False), b.regs_user_offsets, m))
+            stacks.append(stack_matrix(b.stack_user, b.stack_user_offsets))
+            dyn.append(b.stack_user_dyn_size.astype(np.uint64, copy=False) if b.stack_user_dyn_size is not None
+                       else np.zeros(n, np.uint64))
+        w = max(s.shape[1] for s in stacks)
+        stacks = [s if s.shape[1] == w else np.pad(s, ((0, 0), (0, w - s.shape[1]))) for s in stacks]
+        cols["umask"] = np.concatenate(masks)
+        cols["uregs"] = np.concatenate(regs)
+        cols["ustack"] = np.concatenate(stacks)
+        cols["udyn"] = np.minimum(np.concatenate(dyn), np.uint64(w))
+
+    def _unwind(self, p: _Pending) -> np.ndarray | None:
+        """Replace the user part of each dwarf sample's call chain with the
+        frames unwound from its registers and stack copy, joined as perf
+        joins them: the kernel part, then PERF_CONTEXT_USER and the user
+        frames leaf first. Returns the per-sample truncated flags."""
+        from ..unwind.batch import unwind_batch
+
+        c = p.cols
+        masks = c["umask"]
+        rows = np.flatnonzero(masks)
+        if not len(rows):
+            return np.zeros(len(masks), dtype=bool)
+        pids = c["pid"][rows].tolist()
+        spaces_of: dict[int, Any] = {}
+        for pid in set(pids):
+            spaces_of[pid] = self.symbolizer._space(pid)
+        chains, reasons = unwind_batch(self.unwinder, [spaces_of[q] for q in pids], c["uregs"][rows],
+                                       masks[rows], c["ustack"][rows], c["udyn"][rows])
+        trunc = np.zeros(len(masks), dtype=bool)
+        trunc[rows] = [r is not None for r in reasons]
+        cc, off = p.flat["cc"]
+        user_ctx = abi.PERF_CONTEXT_USER
+        ol = off.tolist()
+        parts: list[np.ndarray] = []
+        lens = np.diff(off)
+        last = 0
+        for j, i in enumerate(rows.tolist()):
+            chain = chains[j]
+            if not chain:
+                continue
+            seg = cc[ol[i]:ol[i + 1]]
+            cut = np.flatnonzero(seg == np.uint64(user_ctx))
+            kpart = seg[:int(cut[0])] if len(cut) else seg
+            new = np.concatenate((kpart, np.array([user_ctx] + chain, dtype=np.uint64)))
+            parts.append(cc[ol[last]:ol[i]])
+            parts.append(new)
+            lens[i] = len(new)
+            last = i + 1
+        if parts:
+            parts.append(cc[ol[last]:])
+            noff = np.zeros(len(off), dtype=np.int64)
+            np.cumsum(lens, out=noff[1:])
+            p.flat["cc"] = (np.concatenate(parts), noff)
+        return trunc
 
     def _process_upto(self, limit: int | None) -> None:
         """Resolve buffered samples and apply queued side-band records with
@@ -743,6 +847,10 @@ class ProfileBuilder:
         out["comm"].append(c["comm"] if "comm" in c else self._comms_now(c["tid"]))
         kernel_ip = _KERNEL_MODES[c["cpumode"] & 7]
         leaf_n = n
+        if self.unwinder is not None and "umask" in c and "cc" in p.flat:
+            out["truncated"].append(self._unwind(p))
+        elif self.unwinder is not None:
+            out["truncated"].append(np.zeros(n, dtype=bool))
         if "cc" in p.flat:
             cc, off = p.flat["cc"]
             counts = np.diff(off)
@@ -807,7 +915,9 @@ class ProfileBuilder:
             frame_off=_grow(f["off"], np.uint64), frame_kernel=_grow(f["kernel"], bool),
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
-            lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source)
+            lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
+            truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
+            unwind_stats=self.unwinder.stats if self.unwinder is not None else None)
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
@@ -815,10 +925,12 @@ class ProfileBuilder:
 
 
 def build_profile(source: RecordSource, *, event_names: list[str] | None = None,
-                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, name: str = "") -> Profile:
+                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, name: str = "",
+                  unwind: bool | None = None, arch: str | None = None) -> Profile:
     """Build a :class:`Profile` from a :class:`~pmuscope.records.RecordSource`
     (one pass, chunk by chunk)."""
-    b = ProfileBuilder(source.attrs, event_names=event_names, symbolizer=symbolizer, keep_raw=keep_raw)
+    b = ProfileBuilder(source.attrs, event_names=event_names, symbolizer=symbolizer, keep_raw=keep_raw,
+                       unwind=unwind, arch=arch)
     feed = b.feed
     for item in source:
         feed(item)
@@ -895,7 +1007,7 @@ def _background(fn):
 
 
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
-                 kernel_symbols: bool | None = None) -> Profile:
+                 kernel_symbols: bool | None = None, unwind: bool | None = None) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
     :class:`~pmuscope.perfdata.PerfDataFile`) into a :class:`Profile`.
 
@@ -914,8 +1026,11 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
             symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
         path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
         src = profile_source(pf, path)
+        from ..perfdata import Feature
+
+        arch = pf.features.get(Feature.ARCH)
         prof = build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
-                             name=pf.source)
+                             name=pf.source, unwind=unwind, arch=str(arch) if arch else None)
         if keep_raw:
             prof.tp_formats = _tracepoint_formats(pf)
         return prof
