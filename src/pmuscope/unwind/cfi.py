@@ -201,7 +201,7 @@ class FrameSection:
                     cie = self._cie_for(cie_ptr_at, cid)
                     b, q = read_encoded(d, body, cie.fde_enc, pc_base=self.addr)
                     r, _ = read_encoded(d, q, cie.fde_enc & 0x0F, pc_base=self.addr)
-                except (CfiError, struct.error, IndexError):
+                except (CfiError, struct.error, IndexError, ValueError):
                     p = nxt
                     continue
                 if r:
@@ -481,7 +481,7 @@ class CfiTable:
                     if hdr_s is not None and hdr_s.sh_type != 8 and hdr_s.sh_size:
                         hdr = (e.section_data(hdr_s), hdr_s.sh_addr)
                     secs.append(FrameSection(data, eh.sh_addr, is_eh=True, hdr=hdr))
-                except (FormatError, CfiError, OSError):
+                except (FormatError, CfiError, OSError, ValueError, IndexError, struct.error):
                     pass
             df = e.section(".debug_frame")
             if df is not None and df.sh_type != 8 and df.sh_size and not df.sh_flags & 0x800:

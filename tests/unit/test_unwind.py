@@ -1,0 +1,343 @@
+"""DWARF CFI parsing and unwinding: hand-assembled .eh_frame bytes, the
+rule rows of real binaries against ``readelf --debug-dump=frames-interp``,
+and bad input (truncated stack copies, pcs without CFI, looping or
+out-of-bounds CFI) that must stop a chain, never raise or hang."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import time
+
+import pytest
+
+from pmuscope.unwind.cfi import (CFA_EXPR, CFA_REG, OFFSET, REGISTER, UNDEF, CfiTable, FrameSection, execute, read_encoded)
+from pmuscope.unwind.unwinder import (R_BADCFI, R_LOOP, R_NOCFI, R_READ, X86_64, Module, Unwinder, eval_expr,
+                                      regs_from_perf)
+
+SEC = 0x2000  # address of the synthetic .eh_frame
+
+
+def uleb(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def sleb(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        done = (v == 0 and not b & 0x40) or (v == -1 and b & 0x40)
+        out.append(b | (0 if done else 0x80))
+        if done:
+            return bytes(out)
+
+
+def cie(insns: bytes, aug: bytes = b"zR", signal: bool = False) -> bytes:
+    aug = aug + (b"S" if signal else b"")
+    body = b"\0\0\0\0" + b"\x01" + aug + b"\0" + uleb(1) + sleb(-8) + b"\x10"
+    body += uleb(1) + b"\x1b"  # augmentation data: FDE pointers pcrel|sdata4
+    body += insns
+    body += b"\0" * (-(len(body) + 4) % 8)
+    return struct.pack("<I", len(body)) + body
+
+
+def fde(sec: bytearray, cie_off: int, begin: int, size: int, insns: bytes) -> None:
+    """Append an FDE for [begin, begin+size) to ``sec``."""
+    at = len(sec)
+    ptr = at + 4 - cie_off
+    pc_field = at + 8
+    body = struct.pack("<I", ptr) + struct.pack("<i", begin - (SEC + pc_field)) + struct.pack("<i", size)
+    body += uleb(0) + insns
+    body += b"\0" * (-(len(body) + 4) % 8)
+    sec += struct.pack("<I", len(body)) + body
+
+
+# CIE: CFA = rsp + 8, ra at CFA - 8
+CIE_INSNS = b"\x0c\x07\x08" + b"\x90\x01"
+
+
+def synthetic() -> tuple[bytes, dict[str, int]]:
+    sec = bytearray(cie(CIE_INSNS))
+    # f at 0x1000: push rbp (CFA rsp+16, rbp at CFA-16); remember; CFA rsp+8; restore
+    fde(sec, 0, 0x1000, 0x20, b"\x41" + b"\x0e\x10" + b"\x86\x02" + b"\x44" + b"\x0a" + b"\x0e\x08" + b"\x41"
+        + b"\x0b")
+    # main at 0x1100: outermost (return address undefined)
+    fde(sec, 0, 0x1100, 0x20, b"\x07\x10")
+    # loop at 0x1300: CFA = rsp + 0 and ra = ra: no progress
+    fde(sec, 0, 0x1300, 0x10, b"\x0c\x07\x00" + b"\x09\x10\x10")
+    # spin at 0x1400: a CFA expression that jumps to itself
+    fde(sec, 0, 0x1400, 0x10, b"\x0f" + uleb(3) + b"\x2f" + struct.pack("<h", -3))
+    # far at 0x1500: CFA far above the stack copy
+    fde(sec, 0, 0x1500, 0x10, b"\x0c\x07" + uleb(0x100000))
+    sec += b"\0\0\0\0"
+    return bytes(sec), {"f": 0x1000, "main": 0x1100, "loop": 0x1300, "spin": 0x1400, "far": 0x1500}
+
+
+def table() -> CfiTable:
+    data, _ = synthetic()
+    return CfiTable([FrameSection(data, SEC, is_eh=True)])
+
+
+def test_rows_of_synthetic_eh_frame():
+    t = table()
+    r = t.row(0x1000)
+    assert r.cfa == (CFA_REG, 7, 8) and (16, OFFSET, -8) in r.rules and r.ra == 16
+    r = t.row(0x1001)
+    assert r.cfa == (CFA_REG, 7, 16) and (6, OFFSET, -16) in r.rules
+    assert t.row(0x1004).cfa == (CFA_REG, 7, 16)
+    assert t.row(0x1005).cfa == (CFA_REG, 7, 8)  # after remember_state + def_cfa_offset 8
+    r = t.row(0x1006)  # restore_state brings back the CFA and rbp rules
+    assert r.cfa == (CFA_REG, 7, 16) and (6, OFFSET, -16) in r.rules
+    assert (16, UNDEF, 0) in t.row(0x1100).rules
+    assert t.row(0x1200) is None  # no FDE
+    assert t.row(0x101F) is not None and t.row(0x1020) is None
+    assert t.row(0x1400).cfa[0] == CFA_EXPR
+
+
+def test_index_without_hdr_matches_hdr():
+    data, names = synthetic()
+    fs = FrameSection(data, SEC, is_eh=True)
+    assert [int(b) for b in fs.begin] == sorted(names.values())
+
+
+def test_pointer_encodings():
+    assert read_encoded(struct.pack("<i", -4), 0, 0x1B, pc_base=0x100) == (0xFC, 4)
+    assert read_encoded(struct.pack("<H", 7), 0, 0x02, pc_base=0) == (7, 2)
+    assert read_encoded(uleb(300), 0, 0x01, pc_base=0) == (300, 2)
+    assert read_encoded(sleb(-2), 0, 0x09, pc_base=0) == ((1 << 64) - 2, 1)
+    assert read_encoded(struct.pack("<i", 8), 0, 0x3B, pc_base=0, data_base=0x1000) == (0x1008, 4)
+    got = read_encoded(struct.pack("<Q", 0x500), 0, 0x80, pc_base=0, read_mem=lambda a: a + 1)
+    assert got == (0x501, 8)
+
+
+def test_plt_cfa_expression():
+    # binutils' .plt CFA: rsp + 8 + ((rip & 15) >= 11) << 3
+    expr = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
+    regs = [0] * 17
+    regs[7] = 0x7000
+    regs[16] = 0x1000 + 5
+    assert eval_expr(expr, regs, None, None) == 0x7008
+    regs[16] = 0x1000 + 12
+    assert eval_expr(expr, regs, None, None) == 0x7010
+
+
+def test_regs_from_perf_order():
+    # perf order AX BX CX DX SI DI BP SP IP ...; DWARF rax rdx rcx rbx ...
+    mask = 0xFF0FFF
+    vals = list(range(100, 120))
+    r = regs_from_perf(X86_64, mask, vals)
+    assert r[0] == 100 and r[3] == 101 and r[2] == 102 and r[1] == 103
+    assert r[6] == 106 and r[7] == 107 and r[16] == 108 and r[8] == 112 and r[15] == 119
+
+
+def make_unwinder(jit: bool = False) -> Unwinder:
+    u = Unwinder(None, "x86_64")
+    t = None if jit else table()
+    mods = ([0x1000], [Module(0x1000, 0x2000, t, 0, jit)])
+    u.modules = lambda space: mods
+    return u
+
+
+def regs(pc: int, sp: int, bp: int = 0) -> list:
+    r: list = [0] * 17
+    r[16], r[7], r[6] = pc, sp, bp
+    return r
+
+
+def stack_of(*words: int) -> bytes:
+    return b"".join(struct.pack("<Q", w) for w in words)
+
+
+def test_unwind_two_frames():
+    u = make_unwinder()
+    st = stack_of(0x55, 0x1105, 0, 0)
+    chain, why = u.unwind(object(), regs(0x1010, 0x7000), st)
+    assert chain == [0x1010, 0x1104]  # the caller's return address minus one, as perf prints it
+    assert why is None
+
+
+def test_truncated_stack_copy_stops():
+    u = make_unwinder()
+    st = stack_of(0x55, 0x1105, 0, 0)
+    chain, why = u.unwind(object(), regs(0x1010, 0x7000), st, dyn_size=8)
+    assert chain == [0x1010] and why == R_READ
+
+
+def test_pc_without_cfi_stops():
+    u = make_unwinder()
+    chain, why = u.unwind(object(), regs(0x1200, 0x7000, bp=0), stack_of(0, 0))
+    assert chain == [0x1200] and why == R_NOCFI
+
+
+def test_no_progress_stops():
+    u = make_unwinder()
+    chain, why = u.unwind(object(), regs(0x1300, 0x7000), stack_of(0, 0))
+    assert chain == [0x1300] and why == R_LOOP
+
+
+def test_looping_expression_is_bounded():
+    u = make_unwinder()
+    t0 = time.monotonic()
+    chain, why = u.unwind(object(), regs(0x1400, 0x7000), stack_of(0, 0))
+    assert chain == [0x1400] and why == R_BADCFI
+    assert time.monotonic() - t0 < 1
+
+
+def test_read_outside_copy_stops():
+    u = make_unwinder()
+    chain, why = u.unwind(object(), regs(0x1500, 0x7000), stack_of(0, 0))
+    assert chain == [0x1500] and why == R_READ
+
+
+def test_frame_pointer_rule_for_jit_code():
+    u = make_unwinder(jit=True)
+    # rbp -> [saved rbp 0x7020][ra 0x1800]; there a return address of 0 ends the walk
+    st = stack_of(0, 0, 0x7020, 0x1800, 0, 0, 0, 0)
+    chain, why = u.unwind(object(), regs(0x1010, 0x7000, bp=0x7010), st)
+    assert chain == [0x1010, 0x17FF] and why is None
+    # a frame pointer of 0: nothing to step with
+    chain, why = u.unwind(object(), regs(0x1010, 0x7000, bp=0), st)
+    assert chain == [0x1010] and why == R_NOCFI
+
+
+def test_garbage_never_raises():
+    import random
+
+    rnd = random.Random(5)
+    data, _ = synthetic()
+    for _ in range(300):
+        b = bytearray(data)
+        for _ in range(rnd.randint(1, 8)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        t = CfiTable([FrameSection(bytes(b), SEC, is_eh=True)])
+        u = Unwinder(None, "x86_64")
+        mods = ([0x1000], [Module(0x1000, 0x2000, t, 0, False)])
+        u.modules = lambda space, mods=mods: mods
+        st = bytes(rnd.randrange(256) for _ in range(64))
+        chain, _ = u.unwind(object(), regs(0x1000 + rnd.randrange(0x600), 0x7000), st)
+        assert 1 <= len(chain) <= u.max_stack
+
+
+def test_batch_marks_truncated_and_counts():
+    import numpy as np
+
+    from pmuscope.unwind.batch import NREGS, unwind_batch
+
+    u = make_unwinder()
+    n = 3
+    R = np.zeros((n, NREGS), dtype=np.uint64)
+    R[:, 8] = 0x1010  # IP
+    R[:, 7] = 0x7000  # SP
+    S = np.zeros((n, 32), dtype=np.uint8)
+    S[:, :16] = np.frombuffer(stack_of(0x55, 0x1105), dtype=np.uint8)
+    masks = np.array([0xFF0FFF, 0xFF0FFF, 0], dtype=np.uint64)
+    dyn = np.array([32, 8, 0], dtype=np.uint64)
+    chains, why = unwind_batch(u, [object()] * n, R, masks, S, dyn)
+    assert chains == [[0x1010, 0x1104], [0x1010], []]
+    assert why == [None, R_READ, None]
+    assert u.stats.samples == 2 and u.stats.truncated == 1
+    assert "1 stopped early" in u.stats.summary()
+
+
+# --- real binaries against readelf ---------------------------------------------------------
+
+_DW = {"rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 6, "rsp": 7, "ra": 16,
+       **{f"r{i}": i for i in range(8, 16)}}
+
+
+def _readelf_rows(path: str, limit: int):
+    out = subprocess.run(["readelf", "--debug-dump=frames-interp", path], capture_output=True, text=True,
+                         timeout=120).stdout
+    rows = []
+    cols: list[str] = []
+    in_fde = False
+    for line in out.splitlines():
+        if " FDE " in line or " CIE " in line:
+            cols = []
+            in_fde = " FDE " in line
+            continue
+        if line.strip().startswith("LOC") and in_fde:
+            cols = line.split()[2:]
+            continue
+        m = re.match(r"^([0-9a-f]{16}) (\S+)\s+(.*)$", line)
+        if m and cols:
+            vals = re.findall(r"r\d+ \(\w+\)|\S+", m.group(3))
+            rows.append((int(m.group(1), 16), m.group(2), dict(zip(cols, vals))))
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+def _check_against_readelf(path: str, limit: int = 3000) -> int:
+    from pmuscope.symbols import ElfFile
+
+    t = CfiTable.from_elf(ElfFile.open(path))
+    checked = 0
+    for loc, cfa, regs_ in _readelf_rows(path, limit):
+        r = t.row(loc)
+        assert r is not None, hex(loc)
+        m = re.match(r"^(r\w+)\+(\d+)$", cfa)
+        if m:
+            assert r.cfa == (CFA_REG, _DW[m.group(1)], int(m.group(2))), (hex(loc), cfa, r.cfa)
+        else:
+            assert r.cfa[0] == CFA_EXPR, (hex(loc), cfa)
+        rules = {reg: (k, v) for reg, k, v in r.rules}
+        for name, v in regs_.items():
+            if name not in _DW:
+                continue
+            got = rules.get(_DW[name])
+            if v.startswith("c"):
+                assert got == (OFFSET, int(v[1:])), (hex(loc), name, v, got)
+            elif v.startswith("r") and "(" in v:
+                assert got is not None and got[0] == REGISTER and got[1] == int(v[1:v.index(" ")]), (hex(loc), name, v)
+            elif v == "u":
+                assert got is None or got[0] == UNDEF, (hex(loc), name, got)
+        checked += 1
+    return checked
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    if not shutil.which("gcc") or not shutil.which("readelf"):
+        pytest.skip("needs gcc and readelf")
+    d = tmp_path_factory.mktemp("cfi")
+    src = d / "p.c"
+    src.write_text("""
+#include <stdlib.h>
+__attribute__((noinline)) long leaf(long x) { long s = 0; for (long i = 0; i < x; i++) s += i * x; return s; }
+__attribute__((noinline)) long rec(long d, long x) { if (!d) return leaf(x); return rec(d - 1, x + 1) + 1; }
+int main(int argc, char **argv) { return (int)rec(argc + 3, atol(argv[0])); }
+""")
+    exe = d / "p"
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(exe), str(src)], check=True)
+    return exe
+
+
+def test_rows_of_gcc_binary_match_readelf(built):
+    assert _check_against_readelf(str(built)) > 5
+
+
+def test_rows_of_libc_match_readelf():
+    import os
+
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    if not os.path.exists(libc) or not shutil.which("readelf"):
+        pytest.skip("needs x86-64 libc and readelf")
+    assert _check_against_readelf(libc, 4000) > 1000
+
+
+def test_execute_is_bounded_on_long_programs():
+    from pmuscope.unwind.cfi import Cie
+
+    c = Cie(1, -8, 16, 0x1B, False, True, b"\x0c\x07\x08")
+    r = execute(c, 0x1000, b"\x0a" * 500 + b"\x0b" * 500, 0x1000)
+    assert r.cfa == (CFA_REG, 7, 8)
