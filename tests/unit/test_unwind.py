@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pmuscope.unwind.cfi import (CFA_EXPR, CFA_REG, OFFSET, REGISTER, UNDEF, CfiTable, FrameSection, execute, read_encoded)
-from pmuscope.unwind.unwinder import (R_BADCFI, R_LOOP, R_NOCFI, R_READ, X86_64, Module, Unwinder, eval_expr,
+from pmuscope.unwind.unwinder import (R_BADCFI, R_LOOP, R_NOCFI, R_READ, TRUNCATED, X86_64, Module, Unwinder, eval_expr,
                                       regs_from_perf)
 
 SEC = 0x2000  # address of the synthetic .eh_frame
@@ -169,7 +169,7 @@ def test_truncated_stack_copy_stops():
     u = make_unwinder()
     st = stack_of(0x55, 0x1105, 0, 0)
     chain, why = u.unwind(object(), regs(0x1010, 0x7000), st, dyn_size=8)
-    assert chain == [0x1010] and why == R_READ
+    assert chain == [0x1010, TRUNCATED] and why == R_READ  # perf marks it with a frame at 0 - 1
 
 
 def test_pc_without_cfi_stops():
@@ -195,7 +195,7 @@ def test_looping_expression_is_bounded():
 def test_read_outside_copy_stops():
     u = make_unwinder()
     chain, why = u.unwind(object(), regs(0x1500, 0x7000), stack_of(0, 0))
-    assert chain == [0x1500] and why == R_READ
+    assert chain == [0x1500, TRUNCATED] and why == R_READ
 
 
 def test_frame_pointer_rule_for_jit_code():
@@ -242,7 +242,7 @@ def test_batch_marks_truncated_and_counts():
     masks = np.array([0xFF0FFF, 0xFF0FFF, 0], dtype=np.uint64)
     dyn = np.array([32, 8, 0], dtype=np.uint64)
     chains, why = unwind_batch(u, [object()] * n, R, masks, S, dyn)
-    assert chains == [[0x1010, 0x1104], [0x1010], []]
+    assert chains == [[0x1010, 0x1104], [0x1010, TRUNCATED], []]
     assert why == [None, R_READ, None]
     assert u.stats.samples == 2 and u.stats.truncated == 1
     assert "1 stopped early" in u.stats.summary()

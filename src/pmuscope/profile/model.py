@@ -35,6 +35,10 @@ R = abi.PerfRecord
 S = abi.PerfSample
 
 _CTX_MAX = np.uint64(abi.PERF_CONTEXT_MAX)
+_M64 = (1 << 64) - 1
+#: stands for a dwarf chain's "truncated" frame (0 - 1) in the call-chain
+#: column, where values >= PERF_CONTEXT_MAX are context markers
+_TRUNC_HOLD = np.uint64(abi.PERF_CONTEXT_MAX - 1)
 _KERNEL_CTX = (abi.PERF_CONTEXT_KERNEL, abi.PERF_CONTEXT_GUEST_KERNEL, abi.PERF_CONTEXT_HV)
 _MISC_COMM_EXEC = abi.PERF_RECORD_MISC_COMM_EXEC
 _CPUMODE_MASK = abi.PERF_RECORD_MISC_CPUMODE_MASK
@@ -311,6 +315,7 @@ class ProfileBuilder:
         if unwind is None:
             unwind = os.environ.get("PMUSCOPE_UNWIND", "1") != "0"
         self.unwinder = None
+        self._trunc_fid: int | None = None
         if unwind and self.has_callchain and self._umask.any():
             import platform
 
@@ -499,6 +504,14 @@ class ProfileBuilder:
         cols["ustack"] = np.concatenate(stacks)
         cols["udyn"] = np.minimum(np.concatenate(dyn), np.uint64(w))
 
+    def _truncated_frame(self) -> int:
+        """The frame perf prints where a dwarf chain ran out of stack copy:
+        ``ffffffffffffffff [unknown] ([unknown])``."""
+        if self._trunc_fid is None:
+            self._trunc_fid = int(self._new_frames(np.array([-1], np.int64), np.array([_M64], np.uint64),
+                                                   np.array([False]))[0])
+        return self._trunc_fid
+
     def _unwind(self, p: _Pending) -> np.ndarray | None:
         """Replace the user part of each dwarf sample's call chain with the
         frames unwound from its registers and stack copy, joined as perf
@@ -532,6 +545,8 @@ class ProfileBuilder:
             seg = cc[ol[i]:ol[i + 1]]
             cut = np.flatnonzero(seg == np.uint64(user_ctx))
             kpart = seg[:int(cut[0])] if len(cut) else seg
+            if chain[-1] == _M64:  # values >= PERF_CONTEXT_MAX would read as markers
+                chain = chain[:-1] + [_TRUNC_HOLD]
             new = np.concatenate((kpart, np.array([user_ctx] + chain, dtype=np.uint64)))
             parts.append(cc[ol[last]:ol[i]])
             parts.append(new)
@@ -875,6 +890,10 @@ class ProfileBuilder:
         else:
             all_ips, all_k, all_pid = c["ip"], kernel_ip, c["pid"]
         fids = self._frames_for(all_pid, all_ips, all_k)
+        if self.unwinder is not None:
+            cut = all_ips == _TRUNC_HOLD
+            if cut.any():
+                fids[cut] = self._truncated_frame()
         fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
         out["leaf"].append(fids[:leaf_n])
         if "cc" in p.flat:

@@ -34,6 +34,9 @@ MAX_STACK = 127
 #: operation bound for one DWARF expression
 MAX_EXPR_OPS = 1000
 
+#: the last frame of a chain cut by the end of the stack copy (perf's ``0 - 1``)
+TRUNCATED = _M64
+
 # why a chain stopped early (UnwindStats.reasons keys)
 R_READ = "stack read outside the copy"
 R_NOCFI = "no CFI for pc"
@@ -241,7 +244,10 @@ class Unwinder:
         starts, mods = self.modules(space) if space is not None else ([], [])
         max_stack = self.max_stack
         activation = True
-        limit = sp0 + size
+        # perf's access_mem() (unwind-libunwind-local.c) refuses a word that
+        # ends exactly at the end of the copy (``addr + 8 >= end``): so do we,
+        # so that chains stop where perf's stop
+        limit = sp0 + size - 1
 
         read = _Reader(stack, sp0, limit)
 
@@ -282,6 +288,10 @@ class Unwinder:
             reason = s.reason
         except (CfiError, IndexError, struct.error, ValueError, TypeError):
             reason = R_BADCFI
+        if reason == R_READ and len(out) < max_stack:
+            # perf (libunwind) ends such a chain with a frame at 0 - 1, printed
+            # as "ffffffffffffffff [unknown]": the mark of a truncated stack copy
+            out.append(TRUNCATED)
         return out, reason
 
     def _fp_step(self, regs: list, read) -> list | None:

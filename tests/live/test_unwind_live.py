@@ -1,0 +1,146 @@
+"""Dwarf call graphs against Linux perf: programs built without frame
+pointers (a shared-library call, a recursion) and a Python run, recorded by
+``perf record --call-graph dwarf`` and by ``pmuscope record --call-graph
+dwarf``; ``pmuscope script`` must print the same frames as ``perf script``
+for at least 95% of the samples."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+LIB_C = r"""
+#include <math.h>
+__attribute__((noinline)) double lib_work(double x, int n) {
+  double s = 0; for (int i = 0; i < n; i++) s += sin(x + i) * 1.0001; return s;
+}
+"""
+PROG_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+double lib_work(double x, int n);
+__attribute__((noinline)) double leaf(double x) { double s = 0; for (int i = 0; i < 2000; i++) s += x * i / (i + 1.0); return s; }
+__attribute__((noinline)) double rec(int d, double x) { if (d == 0) return leaf(x) + lib_work(x, 500); return rec(d - 1, x + 1) * 0.5 + 1; }
+__attribute__((noinline)) double mid(double x) { return rec(5, x) + leaf(x); }
+int main(int argc, char **argv) { double t = 0; long n = argc > 1 ? atol(argv[1]) : 20000; for (long i = 0; i < n; i++) t += mid(i); printf("%f\n", t); return 0; }
+"""
+PY_WORK = ("import json, re\n"
+           "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+           "for _ in range(3000): fib(12); json.dumps({'a': list(range(100))}); re.findall(r'\\d+', 'a1b22' * 40)\n")
+
+
+def samples(text: str) -> list[list[str]]:
+    """Each sample's frames as symbol names (offsets and addresses dropped)."""
+    out = []
+    for block in text.split("\n\n"):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        if not lines:
+            continue
+        frames = []
+        for ln in lines[1:]:
+            m = re.match(r"^\s*[0-9a-f]+ (.*) \((.*)\)$", ln)
+            if m:
+                frames.append(re.sub(r"\+0x[0-9a-f]+$", "", m.group(1)) + "@" + os.path.basename(m.group(2)))
+        out.append(frames)
+    return out
+
+
+def agreement(ours: list[list[str]], theirs: list[list[str]]) -> float:
+    assert len(ours) == len(theirs), (len(ours), len(theirs))
+    same = sum(a == b for a, b in zip(ours, theirs))
+    return same / max(len(theirs), 1)
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc")
+    d = tmp_path_factory.mktemp("unwind")
+    (d / "lib.c").write_text(LIB_C)
+    (d / "prog.c").write_text(PROG_C)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-o", str(d / "libuw.so"),
+                    str(d / "lib.c"), "-lm"], check=True)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(d / "prog"), str(d / "prog.c"),
+                    f"-L{d}", "-luw", f"-Wl,-rpath,{d}"], check=True)
+    return d
+
+
+def perf_record(perf: str, out: Path, cmd: list[str]) -> None:
+    r = subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", "2000", "--call-graph", "dwarf,4096",
+                        "-o", str(out), "--", *cmd], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0 or not out.exists():
+        pytest.skip(f"perf record --call-graph dwarf does not work here: {r.stderr.strip()[-300:]}")
+
+
+def scripts(perf: str, data: Path) -> tuple[str, str]:
+    theirs = subprocess.run([perf, "script", "--no-inline", "-i", str(data)], capture_output=True, text=True,
+                            timeout=300).stdout
+    r = subprocess.run([sys.executable, "-m", "pmuscope", "script", "-i", str(data)], capture_output=True,
+                       text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, theirs
+
+
+def test_c_program_without_frame_pointers(perf_bin, prog):
+    data = prog / "c.data"
+    perf_record(perf_bin, data, [str(prog / "prog"), "60000"])
+    ours, theirs = scripts(perf_bin, data)
+    a, b = samples(ours), samples(theirs)
+    assert agreement(a, b) >= 0.95
+    # the unwinding went all the way: through the library, the recursion, to main
+    mains = [s for s in a if "main@prog" in s]
+    assert len(mains) >= 0.5 * len(a)
+    assert any(s.count("rec@prog") == 6 and "lib_work@libuw.so" in s for s in a)
+    fp = subprocess.run([sys.executable, "-m", "pmuscope", "script", "-i", str(data)], capture_output=True,
+                        text=True, timeout=300, env={**ENV, "PMUSCOPE_UNWIND": "0"}).stdout
+    assert not any("main@prog" in s for s in samples(fp))  # what the kernel chains alone give
+
+
+def test_python_run(perf_bin, tmp_path):
+    data = tmp_path / "py.data"
+    perf_record(perf_bin, data, [sys.executable, "-c", PY_WORK])
+    ours, theirs = scripts(perf_bin, data)
+    a, b = samples(ours), samples(theirs)
+    assert agreement(a, b) >= 0.95
+    evals = [s for s in a if any(f.startswith("_PyEval_EvalFrameDefault@") for f in s)]
+    assert len(evals) >= 0.3 * len(a)
+    assert any(len(s) > 15 for s in evals)
+
+
+def test_pmuscope_record_dwarf(perf_bin, prog):
+    data = prog / "pm.data"
+    r = subprocess.run([sys.executable, "-m", "pmuscope", "record", "-q", "-e", "cpu-clock", "-F", "2000",
+                        "--call-graph", "dwarf,4096", "-o", str(data), "--", str(prog / "prog"), "60000"],
+                       capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    ours, theirs = scripts(perf_bin, data)
+    a, b = samples(ours), samples(theirs)
+    assert agreement(a, b) >= 0.95
+    assert sum("main@prog" in s for s in a) >= 0.5 * len(a)
+
+
+def test_report_and_folded_get_unwound_frames(perf_bin, prog):
+    data = prog / "c2.data"
+    perf_record(perf_bin, data, [str(prog / "prog"), "30000"])
+    r = subprocess.run([sys.executable, "-m", "pmuscope", "report", "-i", str(data), "--stdio", "-g",
+                        "--no-children"], capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert "main" in r.stdout and "lib_work" in r.stdout
+    code = ("from pmuscope.profile import load_profile, folded_stacks\n"
+            f"p = load_profile({str(data)!r})\n"
+            "print(p.unwind_stats.summary())\n"
+            "print('\\n'.join(folded_stacks(p)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert "dwarf unwinding:" in r.stdout
+    assert any(ln.startswith("prog;_start;__libc_start_main") and ";main;mid;rec;rec;" in ln
+               for ln in r.stdout.splitlines()), r.stdout[:2000]
