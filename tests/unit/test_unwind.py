@@ -341,3 +341,65 @@ def test_execute_is_bounded_on_long_programs():
     c = Cie(1, -8, 16, 0x1B, False, True, b"\x0c\x07\x08")
     r = execute(c, 0x1000, b"\x0a" * 500 + b"\x0b" * 500, 0x1000)
     assert r.cfa == (CFA_REG, 7, 8)
+
+
+# --- the native loop against the Python reference -------------------------------------------
+
+
+def _random_batch(seed: int, n: int = 400):
+    import random
+
+    import numpy as np
+
+    from pmuscope.unwind.batch import NREGS
+
+    rnd = random.Random(seed)
+    R = np.zeros((n, NREGS), dtype=np.uint64)
+    W = 256
+    S = np.zeros((n, W), dtype=np.uint8)
+    dyn = np.zeros(n, dtype=np.uint64)
+    masks = np.full(n, 0xFF0FFF, dtype=np.uint64)
+    for i in range(n):
+        sp = 0x7000 + 8 * rnd.randrange(4)
+        R[i, 7] = sp
+        R[i, 8] = rnd.choice([0x1010, 0x1001, 0x1000, 0x1005, 0x1006, 0x1104, 0x1200, 0x1300, 0x1400, 0x1500,
+                              0x900, 0x1018])
+        R[i, 6] = rnd.choice([0, sp + 16, sp + 32, 0x55])
+        words = [rnd.choice([0x1011, 0x1106, 0x1019, sp + 48, 0, 0x1201, rnd.randrange(1 << 64)])
+                 for _ in range(W // 8)]
+        S[i] = np.frombuffer(struct.pack(f"<{W // 8}Q", *words), dtype=np.uint8)
+        dyn[i] = rnd.choice([W, W // 2, 24, 8, 0])
+    masks[n - 1] = 0
+    return R, masks, S, dyn
+
+
+def test_native_loop_matches_python_reference():
+    from pmuscope.unwind import batch
+
+    if not batch.native_unwind_available():
+        pytest.skip("the native extension is not built")
+    for seed in range(5):
+        R, masks, S, dyn = _random_batch(seed)
+        u1, u2 = make_unwinder(), make_unwinder()
+        spaces = [object()] * len(masks)
+        py = batch.unwind_batch(u1, spaces, R, masks, S, dyn, native=False)
+        nat = batch.unwind_batch(u2, spaces, R, masks, S, dyn, native=True)
+        assert nat == py
+        assert u1.stats == u2.stats
+    # the rows were compiled once and kept on the unwinder
+    assert len(u2._native_rows.keys) > 0
+
+
+def test_native_loop_hands_expression_rows_to_python():
+    from pmuscope.unwind import batch
+
+    if not batch.native_unwind_available():
+        pytest.skip("the native extension is not built")
+    import numpy as np
+
+    R, masks, S, dyn = _random_batch(9, 50)
+    R[:, 8] = 0x1400  # the looping CFA expression: Python's bounded evaluator stops it
+    u = make_unwinder()
+    chains, why = batch.unwind_batch(u, [object()] * 50, R, masks, S, dyn, native=True)
+    assert all(w == R_BADCFI for w, m in zip(why, masks) if m)
+    assert np.all([c == [0x1400] for c, m in zip(chains, masks) if m])

@@ -4,9 +4,12 @@ user call chains out."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from .unwinder import Unwinder
+from .cfi import CFA_REG, EXPR, VAL_EXPR
+from .unwinder import R_BADCFI, R_LOOP, R_MAX, R_NOCFI, R_NOMAP, R_READ, TRUNCATED, Unwinder
 
 #: perf register numbers kept per sample (x86-64 uses 0..23, AArch64 0..32)
 NREGS = 33
@@ -50,10 +53,19 @@ def stack_matrix(flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def unwind_batch(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np.ndarray, stacks: np.ndarray,
-                 dyn: np.ndarray) -> tuple[list[list[int]], list[str | None]]:
+                 dyn: np.ndarray, *, native: bool | None = None) -> tuple[list[list[int]], list[str | None]]:
     """The user chain of each sample (empty without registers) and why it
     stopped early (None when it did not); ``spaces[i]`` is sample i's
-    :class:`~pmuscope.symbols.AddressSpace` (or None)."""
+    :class:`~pmuscope.symbols.AddressSpace` (or None).
+
+    ``native`` (default: :data:`NATIVE_UNWIND` and the extension is built)
+    runs the steps in ``pmuscope._native.dwarf_unwind`` with rows compiled
+    here; otherwise every sample goes through the pure-Python reference,
+    :meth:`Unwinder.unwind`. Both give the same chains."""
+    if native is None:
+        native = NATIVE_UNWIND and native_unwind_available()
+    if native:
+        return _unwind_native(unwinder, spaces, regs, masks, stacks, dyn)
     arch = unwinder.arch
     dop = arch.dwarf_of_perf
     nreg = arch.nregs
@@ -72,7 +84,7 @@ def unwind_batch(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np.n
             continue
         pairs = conv.get(m)
         if pairs is None:
-            pairs = conv[m] = [(dop[b], b) for b in range(min(len(dop), 64)) if m >> b & 1 and dop[b] >= 0]
+            pairs = conv[m] = _pairs(dop, m)
         row = rl[i]
         r: list = [None] * nreg
         for d, b in pairs:
@@ -80,6 +92,181 @@ def unwind_batch(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np.n
         size = dl[i]
         stack = stacks[i, :size].tobytes() if size else b""
         chain, why = unwinder.unwind(spaces[i], r, stack, size)
+        stats.samples += 1
+        stats.frames += len(chain)
+        if why is not None:
+            stats.stop(why)
+        chains.append(chain)
+        reasons.append(why)
+    return chains, reasons
+
+
+def _pairs(dop: tuple, mask: int) -> list[tuple[int, int]]:
+    """(DWARF register, perf register) of the registers a mask samples."""
+    return [(dop[b], b) for b in range(min(len(dop), 64)) if mask >> b & 1 and dop[b] >= 0]
+
+
+# --- the native path ---------------------------------------------------------------------
+
+NATIVE_UNWIND = os.environ.get("PMUSCOPE_NATIVE_UNWIND", "1") != "0"
+try:
+    from .. import _native  # type: ignore[attr-defined]
+except ImportError:  # no C compiler at install time: the Python reference serves
+    _native = None
+
+ROWW = 54
+MAXRULES = 16
+T_CFI, T_FP, T_NOMAP, T_PY = 0, 1, 2, 3
+_STATUS = {0: None, 1: R_READ, 2: R_NOCFI, 3: R_NOMAP, 4: R_BADCFI, 5: R_LOOP, 6: R_MAX}
+NEED_ROW, NEED_PY = 10, 11
+
+
+def native_unwind_available() -> bool:
+    return _native is not None and hasattr(_native, "dwarf_unwind")
+
+
+def encode_row(row, arch) -> np.ndarray:
+    """A :class:`~pmuscope.unwind.cfi.Row` as the native loop's int64 row;
+    rows with DWARF expressions (and None: no CFI) get their type only."""
+    out = np.zeros(ROWW, dtype=np.int64)
+    if row is None:
+        out[0] = T_FP
+        return out
+    kind, reg, off = row.cfa
+    rules = [(r, k, v) for r, k, v in row.rules if r < arch.nregs]
+    if kind != CFA_REG or len(rules) > MAXRULES or any(k in (EXPR, VAL_EXPR) for _, k, _ in rules) \
+            or not -(1 << 63) <= off < (1 << 63) or any(not -(1 << 63) <= v < (1 << 63) for _, k, v in rules):
+        out[0] = T_PY
+        return out
+    out[:6] = (T_CFI, reg, off, row.ra, int(row.signal), len(rules))
+    for j, (r, k, v) in enumerate(rules):
+        out[6 + 3 * j:9 + 3 * j] = (r, k, v)
+    return out
+
+
+class _RowCache:
+    """Compiled rows by key (space id << 48 | lookup address), sorted for the
+    native loop's binary search; kept on the unwinder across batches."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, dtype=np.uint64)
+        self.rows = np.zeros((0, ROWW), dtype=np.int64)
+        self.sids: dict[tuple[int, int], int] = {}
+        self.spaces: list = [None]  # sid -> space (sid 0: no space)
+
+    def sid(self, space) -> int:
+        if space is None:
+            return 0
+        key = (id(space), getattr(space, "generation", 0))
+        s = self.sids.get(key)
+        if s is None:
+            if len(self.spaces) >= 0xFFFF:
+                self.__init__()
+            s = self.sids[key] = len(self.spaces)
+            self.spaces.append(space)
+        return s
+
+    def add(self, unwinder: Unwinder, keys: np.ndarray) -> None:
+        from bisect import bisect_right
+
+        arch = unwinder.arch
+        new = np.zeros((len(keys), ROWW), dtype=np.int64)
+        for j, k in enumerate(keys.tolist()):
+            space = self.spaces[k >> 48]
+            look = k & ((1 << 48) - 1)
+            starts, mods = unwinder.modules(space) if space is not None else ([], [])
+            i = bisect_right(starts, look) - 1
+            mod = mods[i] if i >= 0 else None
+            if mod is None or look >= mod.end:
+                new[j, 0] = T_NOMAP
+            elif mod.cfi is None:
+                new[j, 0] = T_FP
+            else:
+                new[j] = encode_row(mod.cfi.row(look - mod.bias), arch)
+        allk = np.concatenate((self.keys, keys.astype(np.uint64)))
+        allr = np.concatenate((self.rows, new))
+        order = np.argsort(allk, kind="stable")
+        self.keys, self.rows = np.ascontiguousarray(allk[order]), np.ascontiguousarray(allr[order])
+
+
+def _unwind_native(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np.ndarray, stacks: np.ndarray,
+                   dyn: np.ndarray) -> tuple[list[list[int]], list[str | None]]:
+    arch = unwinder.arch
+    nreg = arch.nregs
+    n = len(masks)
+    stats = unwinder.stats
+    cache = getattr(unwinder, "_native_rows", None)
+    if cache is None:
+        cache = unwinder._native_rows = _RowCache()
+    # DWARF register file and validity bits of every sample
+    dregs = np.zeros((n, nreg), dtype=np.uint64)
+    valid = np.zeros(n, dtype=np.uint64)
+    for m in np.unique(masks).tolist():
+        if not m:
+            continue
+        sel = masks == np.uint64(m)
+        bits = 0
+        for d, b in _pairs(arch.dwarf_of_perf, m):
+            if b < regs.shape[1]:
+                dregs[sel, d] = regs[sel, b]
+                bits |= 1 << d
+        valid[sel] = np.uint64(bits)
+    has = masks != 0
+    pc_ok = has & ((valid >> np.uint64(arch.pc)) & np.uint64(1)).astype(bool)
+    sp_ok = pc_ok & ((valid >> np.uint64(arch.sp)) & np.uint64(1)).astype(bool)
+    width = max(unwinder.max_stack, 1)
+    out = np.zeros((n, width), dtype=np.uint64)
+    out[:, 0] = dregs[:, arch.pc]
+    nout = np.where(pc_ok, 1, 0).astype(np.int64)
+    act = np.ones(n, dtype=np.uint8)
+    status = np.full(n, -1, dtype=np.int64)
+    status[~has] = -3  # no registers: no user chain
+    status[has & ~pc_ok] = 4  # no pc: nothing to unwind
+    status[pc_ok & ~sp_ok] = -2  # no SP: the pc alone, stopped at the stack read
+    need = np.zeros(n, dtype=np.uint64)
+    sids = np.array([cache.sid(s) for s in spaces], dtype=np.int64) if n else np.zeros(0, np.int64)
+    sp0 = np.ascontiguousarray(dregs[:, arch.sp])
+    size = np.minimum(dyn.astype(np.int64), stacks.shape[1] if stacks.ndim == 2 else 0)
+    stacks = np.ascontiguousarray(stacks)
+    todo = np.flatnonzero(status == -1).astype(np.int64)
+    py_rows: list[int] = []
+    rounds = 0
+    while len(todo):
+        rounds += 1
+        _native.dwarf_unwind(cache.keys, cache.rows, todo, sids, dregs, valid, act, stacks, sp0, size, out, nout,
+                             status, need, nreg, arch.pc, arch.sp, arch.fp, arch.lr, unwinder.max_stack,
+                             stacks.shape[1], width)
+        st = status[todo]
+        py_rows.extend(todo[st == NEED_PY].tolist())
+        again = todo[st == NEED_ROW]
+        if not len(again) or rounds > 10_000:
+            break
+        cache.add(unwinder, np.unique(need[again]))
+        todo = again
+    chains: list[list[int]] = []
+    reasons: list[str | None] = []
+    py = set(py_rows)
+    sl = status.tolist()
+    for i in range(n):
+        s = sl[i]
+        if s == -3:
+            chains.append([])
+            reasons.append(None)
+            continue
+        if i in py:  # a row the native loop does not handle: the reference goes on from here
+            r = [int(x) if valid[i] >> np.uint64(d) & np.uint64(1) else None for d, x in enumerate(dregs[i].tolist())]
+            k = int(nout[i])
+            sz = int(size[i])
+            chain, why = unwinder.resume(spaces[i], r, stacks[i, :sz].tobytes(), sz, out[i, :k].tolist(),
+                                         bool(act[i]), int(sp0[i]))
+        else:
+            chain = out[i, :int(nout[i])].tolist()
+            if s == -2:
+                why = R_READ
+            else:
+                why = _STATUS.get(s, R_BADCFI)
+                if why == R_READ and len(chain) < unwinder.max_stack:
+                    chain.append(TRUNCATED)
         stats.samples += 1
         stats.frames += len(chain)
         if why is not None:

@@ -231,19 +231,25 @@ class Unwinder:
     def unwind(self, space, regs: list, stack: bytes, dyn_size: int | None = None) -> tuple[list[int], str | None]:
         """The user call chain of one sample (leaf first, as perf prints it)
         and why it stopped early (None: it reached the outermost frame)."""
+        pc = regs[self.arch.pc]
+        if pc is None:
+            return [], R_BADCFI
+        if regs[self.arch.sp] is None:
+            return [pc], R_READ
+        return self.resume(space, regs, stack, dyn_size, [pc], True, regs[self.arch.sp])
+
+    def resume(self, space, regs: list, stack: bytes, dyn_size: int | None, out: list[int], activation: bool,
+               sp0: int) -> tuple[list[int], str | None]:
+        """Go on unwinding from ``regs`` (the registers of the frame whose pc
+        is the last of ``out``); ``sp0`` is the sample's SP, where the stack
+        copy starts. (The native unwinder hands samples over to here at rows
+        it does not handle.)"""
         arch = self.arch
         pcn, spn = arch.pc, arch.sp
         pc = regs[pcn]
-        if pc is None:
-            return [], R_BADCFI
-        out = [pc]
-        sp0 = regs[spn]
-        if sp0 is None:
-            return out, R_READ
         size = len(stack) if dyn_size is None else min(int(dyn_size), len(stack))
         starts, mods = self.modules(space) if space is not None else ([], [])
         max_stack = self.max_stack
-        activation = True
         # perf's access_mem() (unwind-libunwind-local.c) refuses a word that
         # ends exactly at the end of the copy (``addr + 8 >= end``): so do we,
         # so that chains stop where perf's stop
@@ -303,13 +309,13 @@ class Unwinder:
         if arch.lr < 0:  # x86-64: CFA = rbp + 16, ra = [CFA - 8], rbp = [CFA - 16]
             new[arch.pc] = read(fp + 8)
             new[arch.fp] = read(fp)
-            new[arch.sp] = fp + 16
+            new[arch.sp] = (fp + 16) & _M64
         else:  # AArch64 frame record: [x29] = caller x29, [x29 + 8] = x30
             lr = read(fp + 8)
             new[arch.fp] = read(fp)
             new[arch.lr] = lr
             new[arch.pc] = lr
-            new[arch.sp] = fp + 16
+            new[arch.sp] = (fp + 16) & _M64
         return new
 
     def _apply(self, row, regs: list, read) -> list:
