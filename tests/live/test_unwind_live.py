@@ -144,3 +144,25 @@ def test_report_and_folded_get_unwound_frames(perf_bin, prog):
     assert "dwarf unwinding:" in r.stdout
     assert any(ln.startswith("prog;_start;__libc_start_main") and ";main;mid;rec;rec;" in ln
                for ln in r.stdout.splitlines()), r.stdout[:2000]
+
+
+def test_profile_uses_dwarf_where_frame_pointers_are_missing(tmp_path):
+    from pmuscope.unwind.framepointers import frame_pointer_share, needed_libraries
+
+    libs = [p for p in needed_libraries(os.path.realpath(sys.executable)) if "libpython" in p]
+    shares = [frame_pointer_share(p) for p in [os.path.realpath(sys.executable)] + libs]
+    if not any(s is not None and s[0] < 0.5 for s in shares):
+        pytest.skip("this Python keeps frame pointers: profile keeps fp chains")
+    prefix = str(tmp_path / "demo")
+    r = subprocess.run([sys.executable, "-m", "pmuscope", "profile", "-e", "cpu-clock", "-o", prefix, "--top", "3",
+                        "--", sys.executable, "-m", "pmuscope.workloads", "busy", "0.5"],
+                       capture_output=True, text=True, timeout=300, env=ENV)
+    if r.returncode != 0 and "perf_event_open" in r.stderr:
+        pytest.skip(f"cannot record here: {r.stderr.strip()[-200:]}")
+    assert r.returncode == 0, r.stderr
+    assert "--call-graph dwarf" in r.stderr and "keeps no frame pointers" in r.stderr
+    folded = open(prefix + ".folded").read().splitlines()
+    full = [ln for ln in folded if re.match(r"^[^;]+;_start;__libc_start_main[^;]*;__libc_start_call_main;", ln)
+            and "_PyEval_EvalFrameDefault" in ln]
+    total = sum(int(ln.rsplit(" ", 1)[1]) for ln in folded)
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in full) >= 0.8 * total

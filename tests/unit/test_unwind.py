@@ -403,3 +403,35 @@ def test_native_loop_hands_expression_rows_to_python():
     chains, why = batch.unwind_batch(u, [object()] * 50, R, masks, S, dyn, native=True)
     assert all(w == R_BADCFI for w, m in zip(why, masks) if m)
     assert np.all([c == [0x1400] for c, m in zip(chains, masks) if m])
+
+
+def test_frame_pointer_share_of_gcc_builds(tmp_path):
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc")
+    from pmuscope.unwind.framepointers import frame_pointer_share
+
+    src = tmp_path / "f.c"
+    src.write_text("".join(f"__attribute__((noinline)) long f{i}(long x) {{ long s = 0; for (long j = 0; j < x; j++) "
+                           f"s += j * {i} + f{i - 1 if i else 0}(x - 1); return s; }}\n" for i in range(20))
+                   + "int main(int c, char **v) { return (int)f19(c); }\n")
+    for flag, want in (("-fno-omit-frame-pointer", True), ("-fomit-frame-pointer", False)):
+        exe = tmp_path / flag
+        subprocess.run(["gcc", "-O2", flag, "-o", str(exe), str(src)], check=True)
+        share, n = frame_pointer_share(str(exe))
+        assert n >= 15 and (share >= 0.5) == want, (flag, share, n)
+
+
+def test_profile_call_graph_choice(monkeypatch):
+    from pmuscope.cli import profile_cmd
+
+    assert profile_cmd.choose_call_graph("fp", ["x"], None, False) == ("fp", None)
+    assert profile_cmd.choose_call_graph("dwarf,4096", ["x"], None, False) == ("dwarf,4096", None)
+    mode, why = profile_cmd.choose_call_graph("auto", [], None, True)
+    assert mode == "fp" and "system-wide" in why
+    import pmuscope.unwind.framepointers as fpmod
+
+    monkeypatch.setattr(fpmod, "frame_pointer_share", lambda p: (0.02, 400))
+    mode, why = profile_cmd.choose_call_graph("auto", ["sh"], None, False)
+    assert mode == "dwarf" and "keeps no frame pointers" in why
+    monkeypatch.setattr(fpmod, "frame_pointer_share", lambda p: (0.97, 400))
+    assert profile_cmd.choose_call_graph("auto", ["sh"], None, False) == ("fp", None)

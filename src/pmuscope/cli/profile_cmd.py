@@ -12,9 +12,11 @@ from ._recording import exit_status, run_recorder
 
 HELP = "record a command with call chains, print its top functions, write an HTML flame graph"
 DESCRIPTION = (
-    "One shot: sample CMD (or -p PID / -a) with frame-pointer call chains at 4000 Hz, then print the "
+    "One shot: sample CMD (or -p PID / -a) with call chains at 4000 Hz, then print the "
     "top of the overhead table and write PREFIX.data (perf.data), PREFIX.folded (folded stacks) and "
-    "PREFIX.html (interactive flame graph, no network needed)."
+    "PREFIX.html (interactive flame graph, no network needed). Call chains come from DWARF unwinding "
+    "of user stack copies when the program (or its libpython) is built without frame pointers, "
+    "from frame pointers otherwise (--call-graph to choose)."
 )
 
 
@@ -24,6 +26,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="samples per second (default 4000)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("--no-call-graph", action="store_true", help="no call chains (leaf functions only)")
+    p.add_argument("--call-graph", default="auto", metavar="MODE",
+                   help="fp, dwarf[,SIZE] or auto (default: dwarf when the program or its libpython keeps no "
+                        "frame pointers, else fp)")
     p.add_argument("-p", "--pid", metavar="PID[,PID]", help="attach to processes instead of running CMD")
     p.add_argument("-a", "--all-cpus", action="store_true", help="record every CPU")
     p.add_argument("-C", "--cpu", metavar="LIST", help="record these CPUs")
@@ -56,8 +61,13 @@ def run(args: argparse.Namespace) -> int:
     d = os.path.dirname(os.path.abspath(data_path))
     if not os.path.isdir(d):
         raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
+    callgraph: bool | str = False
+    if not args.no_call_graph:
+        callgraph, why = choose_call_graph(args.call_graph, command, pids, args.all_cpus or bool(args.cpu))
+        if why:
+            print(f"pmuscope profile: {why}", file=sys.stderr)
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
-                   callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
+                   callgraph=callgraph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages)
     result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
     print(result.summary("pmuscope profile"), file=sys.stderr)
@@ -74,3 +84,50 @@ def run(args: argparse.Namespace) -> int:
     print(f"pmuscope profile: flame graph {html_path}")
     print(f"pmuscope profile: folded     {folded_path}")
     return exit_status(result, interrupted)
+
+
+def choose_call_graph(mode: str, command: list[str], pids, system_wide: bool) -> tuple[str, str | None]:
+    """The call-graph mode for ``--call-graph MODE`` and, for ``auto``, one
+    line saying why: ``dwarf`` when the program (or the libpython it links)
+    keeps no frame pointers, since frame-pointer chains break after one frame
+    there; ``fp`` when it keeps them, and system-wide (a stack copy per sample
+    of every process costs too much there)."""
+    if mode != "auto":
+        return mode, None
+    if system_wide:
+        return "fp", "frame-pointer call chains (system-wide; --call-graph dwarf to unwind user stacks)"
+    import platform
+    import shutil
+
+    from ..unwind.framepointers import frame_pointer_share, needed_libraries
+
+    exes = []
+    if command:
+        exe = shutil.which(command[0])
+        if exe:
+            exes.append(os.path.realpath(exe))
+    for pid in pids or []:
+        try:
+            exes.append(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:
+            pass
+    bins = []
+    for exe in exes:
+        bins.append(exe)
+        bins += [lib for lib in needed_libraries(exe) if os.path.basename(lib).startswith("libpython")]
+    unknown, without = [], []
+    for path in bins:
+        got = frame_pointer_share(path)
+        if got is None:
+            unknown.append(path)
+        elif got[0] < 0.5:
+            without.append((got[1], got[0], path))
+    if without:  # name the biggest such binary (libpython rather than a 3-function launcher)
+        n, share, path = max(without)
+        return ("dwarf", f"call chains from DWARF unwinding (--call-graph dwarf): {os.path.basename(path)} keeps "
+                         f"no frame pointers ({share:.0%} of {n} functions use one); --call-graph fp to override")
+    if (unknown or not bins) and platform.machine() in ("x86_64", "amd64"):
+        what = os.path.basename(unknown[0]) if unknown else "the program"
+        return ("dwarf", f"call chains from DWARF unwinding (--call-graph dwarf): cannot tell whether {what} keeps "
+                         "frame pointers (most x86-64 distribution binaries do not); --call-graph fp to override")
+    return "fp", None
