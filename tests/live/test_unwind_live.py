@@ -33,6 +33,21 @@ __attribute__((noinline)) double rec(int d, double x) { if (d == 0) return leaf(
 __attribute__((noinline)) double mid(double x) { return rec(5, x) + leaf(x); }
 int main(int argc, char **argv) { double t = 0; long n = argc > 1 ? atol(argv[1]) : 20000; for (long i = 0; i < n; i++) t += mid(i); printf("%f\n", t); return 0; }
 """
+SIG_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+volatile double sink;
+__attribute__((noinline)) void handler_work(void) { double s = 0; for (int i = 0; i < 200000; i++) s += i * 0.5; sink = s; }
+void on_alarm(int sig) { handler_work(); }
+__attribute__((noinline)) double spin(long n) { double s = 0; for (long i = 0; i < n; i++) s += i / 3.0; return s; }
+int main(void) {
+  struct sigaction sa = {0}; sa.sa_handler = on_alarm; sigaction(SIGPROF, &sa, 0);
+  struct itimerval it = {{0, 2000}, {0, 2000}}; setitimer(ITIMER_PROF, &it, 0);
+  double t = 0; for (int k = 0; k < 120; k++) t += spin(3000000 + k);
+  printf("%f\n", t); return 0;
+}
+"""
 PY_WORK = ("import json, re\n"
            "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
            "for _ in range(3000): fib(12); json.dumps({'a': list(range(100))}); re.findall(r'\\d+', 'a1b22' * 40)\n")
@@ -166,3 +181,18 @@ def test_profile_uses_dwarf_where_frame_pointers_are_missing(tmp_path):
             and "_PyEval_EvalFrameDefault" in ln]
     total = sum(int(ln.rsplit(" ", 1)[1]) for ln in folded)
     assert sum(int(ln.rsplit(" ", 1)[1]) for ln in full) >= 0.8 * total
+
+
+def test_signal_frames(perf_bin, prog):
+    """Samples in a signal handler unwind through the kernel's signal frame
+    (glibc's __restore_rt CFI: DWARF expressions over the rt_sigframe) into
+    the interrupted code, as perf unwinds them."""
+    (prog / "sig.c").write_text(SIG_C)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(prog / "sig"), str(prog / "sig.c")], check=True)
+    data = prog / "sig.data"
+    perf_record(perf_bin, data, [str(prog / "sig")])
+    ours, theirs = scripts(perf_bin, data)
+    a, b = samples(ours), samples(theirs)
+    assert agreement(a, b) >= 0.95
+    through = [s for s in a if s and s[0] == "handler_work@sig" and "main@sig" in s]
+    assert len(through) >= 10

@@ -435,3 +435,42 @@ def test_profile_call_graph_choice(monkeypatch):
     assert mode == "dwarf" and "keeps no frame pointers" in why
     monkeypatch.setattr(fpmod, "frame_pointer_share", lambda p: (0.97, 400))
     assert profile_cmd.choose_call_graph("auto", ["sh"], None, False) == ("fp", None)
+
+
+def test_debug_frame_from_separate_debug_file(tmp_path):
+    """A stripped binary whose CFI for most functions is only in
+    .debug_frame of its separate debug file (found by build id)."""
+    for tool in ("gcc", "objcopy", "strip", "readelf"):
+        if not shutil.which(tool):
+            pytest.skip(f"needs {tool}")
+    from pmuscope.symbols import DsoCache, ElfFile, Mapping, Symbolizer
+
+    src = tmp_path / "p.c"
+    src.write_text("""
+__attribute__((noinline)) double leaf(double x) { double s = 0; for (int i = 0; i < 2000; i++) s += x * i / (i + 1.0); return s; }
+__attribute__((noinline)) double rec(int d, double x) { if (d == 0) return leaf(x) + leaf(x + 1); return rec(d - 1, x + 1) * 0.5 + 1; }
+int main(int argc, char **argv) { return (int)rec(argc + 3, argc); }
+""")
+    exe = tmp_path / "p"
+    subprocess.run(["gcc", "-O2", "-g", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+                    "-fomit-frame-pointer", "-Wl,--build-id", "-o", str(exe), str(src)], check=True)
+    dbg = tmp_path / "p.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(dbg)], check=True)
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    assert ElfFile.open(str(exe)).section(".debug_frame") is None
+    assert _check_against_readelf(str(dbg)) >= 2  # .debug_frame parsing
+    bid = ElfFile.open(str(exe)).build_id
+    root = tmp_path / "debug"
+    (root / ".build-id" / bid[:2]).mkdir(parents=True)
+    (dbg).rename(root / ".build-id" / bid[:2] / (bid[2:] + ".debug"))
+    sym = Symbolizer(kernel=False, cache=DsoCache(debug_root=str(root), buildid_dir=None), vdso=False)
+    u = Unwinder(sym, "x86_64")
+    start = 0x555555554000
+    cfi, bias = u._cfi_for(Mapping(start, 0x5000, 0, str(exe), build_id=bid))
+    assert cfi is not None and bias == start
+    rows = [r for r in _readelf_rows(str(root / ".build-id" / bid[:2] / (bid[2:] + ".debug")), 100)]
+    assert rows
+    for loc, cfa, _ in rows:
+        m = re.match(r"^rsp\+(\d+)$", cfa)
+        if m:
+            assert cfi.row(loc).cfa == (CFA_REG, 7, int(m.group(1)))
