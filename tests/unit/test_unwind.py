@@ -422,14 +422,13 @@ def test_frame_pointer_share_of_gcc_builds(tmp_path):
 
 
 def test_profile_call_graph_choice(monkeypatch):
-    from pmuscope.cli import profile_cmd
+    from pmuscope.unwind import framepointers as profile_cmd
 
     assert profile_cmd.choose_call_graph("fp", ["x"], None, False) == ("fp", None)
     assert profile_cmd.choose_call_graph("dwarf,4096", ["x"], None, False) == ("dwarf,4096", None)
     mode, why = profile_cmd.choose_call_graph("auto", [], None, True)
     assert mode == "fp" and "system-wide" in why
-    import pmuscope.unwind.framepointers as fpmod
-
+    fpmod = profile_cmd
     monkeypatch.setattr(fpmod, "frame_pointer_share", lambda p: (0.02, 400))
     mode, why = profile_cmd.choose_call_graph("auto", ["sh"], None, False)
     assert mode == "dwarf" and "keeps no frame pointers" in why

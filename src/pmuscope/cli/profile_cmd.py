@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise errors.PmuscopeError(f"-o {prefix}: directory {d} does not exist")
     callgraph: bool | str = False
     if not args.no_call_graph:
+        from ..unwind.framepointers import choose_call_graph
+
         callgraph, why = choose_call_graph(args.call_graph, command, pids, args.all_cpus or bool(args.cpu))
         if why:
             print(f"pmuscope profile: {why}", file=sys.stderr)
@@ -85,49 +87,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"pmuscope profile: folded     {folded_path}")
     return exit_status(result, interrupted)
 
-
-def choose_call_graph(mode: str, command: list[str], pids, system_wide: bool) -> tuple[str, str | None]:
-    """The call-graph mode for ``--call-graph MODE`` and, for ``auto``, one
-    line saying why: ``dwarf`` when the program (or the libpython it links)
-    keeps no frame pointers, since frame-pointer chains break after one frame
-    there; ``fp`` when it keeps them, and system-wide (a stack copy per sample
-    of every process costs too much there)."""
-    if mode != "auto":
-        return mode, None
-    if system_wide:
-        return "fp", "frame-pointer call chains (system-wide; --call-graph dwarf to unwind user stacks)"
-    import platform
-    import shutil
-
-    from ..unwind.framepointers import frame_pointer_share, needed_libraries
-
-    exes = []
-    if command:
-        exe = shutil.which(command[0])
-        if exe:
-            exes.append(os.path.realpath(exe))
-    for pid in pids or []:
-        try:
-            exes.append(os.readlink(f"/proc/{pid}/exe"))
-        except OSError:
-            pass
-    bins = []
-    for exe in exes:
-        bins.append(exe)
-        bins += [lib for lib in needed_libraries(exe) if os.path.basename(lib).startswith("libpython")]
-    unknown, without = [], []
-    for path in bins:
-        got = frame_pointer_share(path)
-        if got is None:
-            unknown.append(path)
-        elif got[0] < 0.5:
-            without.append((got[1], got[0], path))
-    if without:  # name the biggest such binary (libpython rather than a 3-function launcher)
-        n, share, path = max(without)
-        return ("dwarf", f"call chains from DWARF unwinding (--call-graph dwarf): {os.path.basename(path)} keeps "
-                         f"no frame pointers ({share:.0%} of {n} functions use one); --call-graph fp to override")
-    if (unknown or not bins) and platform.machine() in ("x86_64", "amd64"):
-        what = os.path.basename(unknown[0]) if unknown else "the program"
-        return ("dwarf", f"call chains from DWARF unwinding (--call-graph dwarf): cannot tell whether {what} keeps "
-                         "frame pointers (most x86-64 distribution binaries do not); --call-graph fp to override")
-    return "fp", None
