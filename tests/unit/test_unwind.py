@@ -13,6 +13,10 @@ import time
 
 import pytest
 
+#: the readelf golden tests name x86-64 registers
+X86 = pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "amd64"),
+                         reason="readelf comparison written for x86-64 register names")
+
 from pmuscope.unwind.cfi import (CFA_EXPR, CFA_REG, OFFSET, REGISTER, UNDEF, CfiTable, FrameSection, execute, read_encoded)
 from pmuscope.unwind.unwinder import (R_BADCFI, R_LOOP, R_NOCFI, R_READ, TRUNCATED, X86_64, Module, Unwinder, eval_expr,
                                       regs_from_perf)
@@ -322,10 +326,12 @@ int main(int argc, char **argv) { return (int)rec(argc + 3, atol(argv[0])); }
     return exe
 
 
+@X86
 def test_rows_of_gcc_binary_match_readelf(built):
     assert _check_against_readelf(str(built)) > 5
 
 
+@X86
 def test_rows_of_libc_match_readelf():
     import os
 
@@ -436,6 +442,7 @@ def test_profile_call_graph_choice(monkeypatch):
     assert profile_cmd.choose_call_graph("auto", ["sh"], None, False) == ("fp", None)
 
 
+@X86
 def test_debug_frame_from_separate_debug_file(tmp_path):
     """A stripped binary whose CFI for most functions is only in
     .debug_frame of its separate debug file (found by build id)."""
@@ -473,3 +480,55 @@ int main(int argc, char **argv) { return (int)rec(argc + 3, argc); }
         m = re.match(r"^rsp\+(\d+)$", cfa)
         if m:
             assert cfi.row(loc).cfa == (CFA_REG, 7, int(m.group(1)))
+
+
+def test_aarch64_register_set():
+    """AArch64: CFA on sp (31), return address in x30, the pc a pseudo
+    register; a leaf that keeps x30 in its register; the x29 frame record."""
+    from pmuscope.unwind.unwinder import AARCH64
+
+    body = b"\0\0\0\0" + b"\x01" + b"zR\0" + uleb(4) + sleb(-8) + b"\x1e" + uleb(1) + b"\x1b"
+    body += b"\x0c\x1f\x00"  # def_cfa sp + 0
+    body += b"\0" * (-(len(body) + 4) % 8)
+    sec = bytearray(struct.pack("<I", len(body)) + body)
+    # f at 0x1000: stp x29, x30, [sp, #-16]! ; mov x29, sp
+    fde(sec, 0, 0x1000, 0x40, b"\x41" + b"\x0e\x10" + b"\x9d\x02" + b"\x9e\x01")
+    # leaf at 0x1100: nothing saved, x30 still holds the return address
+    fde(sec, 0, 0x1100, 0x20, b"")
+    # main at 0x1200: outermost
+    fde(sec, 0, 0x1200, 0x40, b"\x07\x1e")
+    sec += b"\0\0\0\0"
+    t = CfiTable([FrameSection(bytes(sec), SEC, is_eh=True)])
+    u = Unwinder(None, AARCH64)
+    mods = ([0x1000], [Module(0x1000, 0x2000, t, 0, False)])
+    u.modules = lambda space: mods
+    r: list = [0] * 33
+    r[32], r[31], r[30], r[29] = 0x1108, 0x7000, 0x1010, 0x55  # in leaf, called from f
+    st = stack_of(0x66, 0x1210, 0, 0)  # f's frame record: x29, x30 (return into main)
+    chain, why = u.unwind(object(), r, st)
+    assert chain == [0x1108, 0x100F, 0x120F] and why is None
+    # the frame-pointer rule (code without CFI): [x29] = caller x29, [x29 + 8] = x30
+    uj = Unwinder(None, AARCH64)
+    modsj = ([0x1000], [Module(0x1000, 0x2000, None, 0, True)])
+    uj.modules = lambda space: modsj
+    r = [0] * 33
+    r[32], r[31], r[29] = 0x1500, 0x7000, 0x7010
+    chain, why = uj.unwind(object(), r, stack_of(0, 0, 0x7020, 0x1800, 0, 0, 0, 0))
+    assert chain == [0x1500, 0x17FF] and why is None
+    from pmuscope.unwind import batch
+
+    if batch.native_unwind_available():
+        import numpy as np
+
+        R = np.zeros((2, batch.NREGS), dtype=np.uint64)
+        R[0, [32, 31, 30, 29]] = [0x1108, 0x7000, 0x1010, 0x55]
+        R[1, [32, 31, 30, 29]] = [0x1010, 0x7000, 0x1010, 0x55]
+        S = np.zeros((2, 64), dtype=np.uint8)
+        S[:, :16] = np.frombuffer(stack_of(0x66, 0x1210), dtype=np.uint8)
+        masks = np.full(2, (1 << 33) - 1, dtype=np.uint64)
+        dyn = np.array([64, 12], dtype=np.uint64)
+        got = [batch.unwind_batch(uu, [object()] * 2, R, masks, S, dyn, native=nat)
+               for uu, nat in ((u, True), (Unwinder(None, AARCH64), False))
+               if not setattr(uu, "modules", lambda space: mods)]
+        assert got[0] == got[1]
+        assert got[0][0][0] == [0x1108, 0x100F, 0x120F]
