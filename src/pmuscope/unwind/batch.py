@@ -125,10 +125,14 @@ def native_unwind_available() -> bool:
     return _native is not None and hasattr(_native, "dwarf_unwind")
 
 
-def encode_row(row, arch) -> np.ndarray:
-    """A :class:`~pmuscope.unwind.cfi.Row` as the native loop's int64 row;
-    rows with DWARF expressions (and None: no CFI) get their type only."""
-    out = np.zeros(ROWW, dtype=np.int64)
+_ZEROS = [0] * ROWW
+
+
+def encode_row(row, arch) -> list[int]:
+    """A :class:`~pmuscope.unwind.cfi.Row` as the native loop's int64 row
+    (a list of ROWW ints); rows with DWARF expressions (and None: no CFI)
+    get their type only."""
+    out = list(_ZEROS)
     if row is None:
         out[0] = T_FP
         return out
@@ -153,6 +157,7 @@ class _RowCache:
         self.rows = np.zeros((0, ROWW), dtype=np.int64)
         self.sids: dict[tuple[int, int], int] = {}
         self.spaces: list = [None]  # sid -> space (sid 0: no space)
+        self.encoded: dict[int, list[int]] = {}  # id(Row) -> its encoding (rows live in their CfiTable)
 
     def sid(self, space) -> int:
         if space is None:
@@ -170,19 +175,36 @@ class _RowCache:
         from bisect import bisect_right
 
         arch = unwinder.arch
-        new = np.zeros((len(keys), ROWW), dtype=np.int64)
-        for j, k in enumerate(keys.tolist()):
+        enc = self.encoded
+        nomap = list(_ZEROS)
+        nomap[0] = T_NOMAP
+        fp = encode_row(None, arch)
+        out: list[list[int]] = []
+        last_space = None
+        starts: list = []
+        mods: list = []
+        for k in keys.tolist():
             space = self.spaces[k >> 48]
+            if space is not last_space:
+                starts, mods = unwinder.modules(space) if space is not None else ([], [])
+                last_space = space
             look = k & ((1 << 48) - 1)
-            starts, mods = unwinder.modules(space) if space is not None else ([], [])
             i = bisect_right(starts, look) - 1
             mod = mods[i] if i >= 0 else None
             if mod is None or look >= mod.end:
-                new[j, 0] = T_NOMAP
+                out.append(nomap)
             elif mod.cfi is None:
-                new[j, 0] = T_FP
+                out.append(fp)
             else:
-                new[j] = encode_row(mod.cfi.row(look - mod.bias), arch)
+                row = mod.cfi.row(look - mod.bias)
+                if row is None:
+                    out.append(fp)
+                else:
+                    e = enc.get(id(row))
+                    if e is None:
+                        e = enc[id(row)] = encode_row(row, arch)
+                    out.append(e)
+        new = np.array(out, dtype=np.int64).reshape(len(keys), ROWW)
         allk = np.concatenate((self.keys, keys.astype(np.uint64)))
         allr = np.concatenate((self.rows, new))
         order = np.argsort(allk, kind="stable")

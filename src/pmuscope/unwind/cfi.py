@@ -16,6 +16,7 @@ encodings, the ``.eh_frame_hdr`` search table).
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +149,7 @@ class FrameSection:
         self.addr = addr
         self.is_eh = is_eh
         self._cies: dict[int, Cie] = {}
+        self._lists: tuple[list, list, list] | None = None
         self.begin = self.end = self.fde = np.zeros(0, dtype=np.uint64)
         idx = self._index_from_hdr(*hdr) if hdr is not None else None
         if idx is None:
@@ -301,11 +303,19 @@ class FrameSection:
     # -- lookup -----------------------------------------------------------------
     def find(self, vaddr: int) -> tuple[Cie, int, bytes] | None:
         """``(cie, pc_begin, fde instructions)`` of the FDE covering ``vaddr``."""
-        i = int(np.searchsorted(self.begin, np.uint64(vaddr), side="right")) - 1
-        if i < 0 or vaddr >= int(self.end[i]):
+        got = self.find_fde(vaddr)
+        return None if got is None else got[:3]
+
+    def find_fde(self, vaddr: int) -> tuple[Cie, int, bytes, int, int] | None:
+        """``(cie, pc_begin, fde instructions, pc_end, entry offset)`` of the FDE covering ``vaddr``."""
+        if self._lists is None:
+            self._lists = (self.begin.tolist(), self.end.tolist(), self.fde.tolist())
+        begin, end, fde = self._lists
+        i = bisect_right(begin, vaddr) - 1
+        if i < 0 or vaddr >= end[i]:
             return None
         d = self.data
-        off = int(self.fde[i])
+        off = fde[i]
         length, body, at, nxt = self._entry_head(off)
         cid = self._cie_id(at, length)
         if self._is_cie(cid):
@@ -320,12 +330,20 @@ class FrameSection:
             q += alen
         if q > nxt:
             raise CfiError(f"FDE at {off:#x} overruns its length")
-        return cie, b, d[q:nxt]
+        return cie, b, d[q:nxt], b + r, off
 
 
-def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int) -> Row:
+def _row(cfa: list, rules: dict, cie: Cie) -> Row:
+    return Row(tuple(cfa), tuple((r, k, v) for r, (k, v) in sorted(rules.items())), cie.ra, cie.signal)
+
+
+def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table: list | None = None) -> Row:
     """Run the CIE's initial instructions, then the FDE's until the location
-    passes ``target``; the row in effect at ``target``."""
+    passes ``target``; the row in effect at ``target``. With ``target`` None
+    the whole program runs and ``table`` receives ``(start address, row)``
+    of every row (the last one at a repeated address wins)."""
+    if target is None:
+        target = 1 << 65
     cfa: list = [CFA_REG, 0, 0]
     rules: dict[int, tuple[int, object]] = {}
     init_rules: dict[int, tuple[int, object]] = {}
@@ -346,6 +364,8 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int) -> Row:
             p += 1
             hi, lo = op & 0xC0, op & 0x3F
             if hi == 0x40:  # advance_loc
+                if table is not None:
+                    table.append((loc, _row(cfa, rules, cie)))
                 loc += lo * cie.code_align
                 if loc > target:
                     break
@@ -363,6 +383,8 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int) -> Row:
             if op == 0x00:  # nop
                 continue
             if op == 0x01:  # set_loc
+                if table is not None:
+                    table.append((loc, _row(cfa, rules, cie)))
                 loc, p = read_encoded(d, p, cie.fde_enc, pc_base=0)
                 if loc > target:
                     break
@@ -374,6 +396,8 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int) -> Row:
                     delta = _U16.unpack_from(d, p)[0]; p += 2
                 else:
                     delta = _U32.unpack_from(d, p)[0]; p += 4
+                if table is not None:
+                    table.append((loc, _row(cfa, rules, cie)))
                 loc += delta * cie.code_align
                 if loc > target:
                     break
@@ -453,7 +477,10 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int) -> Row:
         else:
             continue
         break
-    return Row(tuple(cfa), tuple((r, k, v) for r, (k, v) in sorted(rules.items())), cie.ra, cie.signal)
+    row = _row(cfa, rules, cie)
+    if table is not None:
+        table.append((loc, row))
+    return row
 
 
 class CfiTable:
@@ -465,6 +492,9 @@ class CfiTable:
     def __init__(self, sections: list[FrameSection]) -> None:
         self.sections = sections
         self._rows: dict[int, Row | None] = {}
+        # per FDE (section, entry offset): (row start addresses, rows); an
+        # FDE's program runs once however many of its addresses are asked about
+        self._fdes: dict[tuple[int, int], tuple[list[int], list[Row]]] = {}
 
     @classmethod
     def from_elf(cls, elf, debug_elf=None) -> "CfiTable":
@@ -497,17 +527,26 @@ class CfiTable:
         except KeyError:
             pass
         r = None
-        for s in self.sections:
+        for si, s in enumerate(self.sections):
             try:
-                f = s.find(vaddr)
+                f = s.find_fde(vaddr)
             except (CfiError, struct.error, IndexError, ValueError):
                 f = None
             if f is None:
                 continue
-            try:
-                r = execute(f[0], f[1], f[2], vaddr)
-            except (CfiError, struct.error, IndexError, ValueError):
-                r = None
+            key = (si, f[4])
+            got = self._fdes.get(key)
+            if got is None:
+                table: list = []
+                try:
+                    execute(f[0], f[1], f[2], None, table)
+                    got = ([a for a, _ in table], [b for _, b in table])
+                except (CfiError, struct.error, IndexError, ValueError):
+                    got = ([], [])
+                self._fdes[key] = got
+            locs, rows = got
+            i = bisect_right(locs, vaddr) - 1
+            r = rows[i] if i >= 0 else None
             break
         if len(self._rows) > 1_000_000:
             self._rows.clear()
