@@ -532,3 +532,27 @@ def test_aarch64_register_set():
                if not setattr(uu, "modules", lambda space: mods)]
         assert got[0] == got[1]
         assert got[0][0][0] == [0x1108, 0x100F, 0x120F]
+
+
+@X86
+def test_plt_rows_of_a_real_binary(built):
+    """The .plt's FDE: PLT0 by offsets, the entries by binutils' CFA
+    expression (rsp + 8, or + 16 once the entry has pushed its index)."""
+    from pmuscope.symbols import ElfFile
+
+    elf = ElfFile.open(str(built))
+    plt = elf.section(".plt")
+    if plt is None or plt.sh_size < 32:
+        pytest.skip("no lazy-binding .plt in this build")
+    t = CfiTable.from_elf(elf)
+    u = Unwinder(None, "x86_64")
+    sp = 0x7000
+    st = stack_of(0x1111, 0x2222, 0x3333, 0x4444)
+    mods = ([0], [Module(0, 1 << 40, t, 0, False)])
+    u.modules = lambda space: mods
+    for entry in range(plt.sh_addr + 16, plt.sh_addr + plt.sh_size, 16):
+        row = t.row(entry)
+        assert row is not None and row.cfa[0] == CFA_EXPR
+        for off, ra in ((0, 0x1111), (6, 0x1111), (11, 0x2222), (15, 0x2222)):
+            chain, _ = u.unwind(object(), regs(entry + off, sp), st)
+            assert chain[:2] == [entry + off, ra - 1], (hex(entry), off)
