@@ -200,3 +200,29 @@ def test_signal_frames(perf_bin, prog):
     assert agreement(a, b) >= 0.95
     through = [s for s in a if s and s[0] == "handler_work@sig" and "main@sig" in s]
     assert len(through) >= 10
+
+
+@pytest.mark.parametrize("args", [["--children"], ["--no-children"]], ids=["children", "no-children"])
+def test_report_call_graphs_match_perf(perf_bin, prog, args):
+    """``report``'s call graphs on a dwarf recording: perf report's top rows
+    and branches (the comparison of tests/live/test_report_callgraph_perf.py)."""
+    from tests.live.test_report_callgraph_perf import MIN_ROW, _compare_branches, parse_trees
+
+    data = prog / "rep.data"
+    if not data.exists():
+        perf_record(perf_bin, data, [str(prog / "prog"), "60000"])
+    theirs = parse_trees(subprocess.run([perf_bin, "report", "--stdio", "--no-inline", "--sort", "comm,dso,sym",
+                                         "-i", str(data), *args], capture_output=True, text=True,
+                                        timeout=300).stdout)
+    r = subprocess.run([sys.executable, "-m", "pmuscope", "report", "--sort", "comm,dso,sym", "-i", str(data), *args],
+                       capture_output=True, text=True, timeout=300, env=ENV)
+    assert r.returncode == 0, r.stderr
+    ours = parse_trees(r.stdout)
+    top = [(k, v) for k, v in theirs.items() if v[0] >= MIN_ROW]
+    assert top
+    compared = 0
+    for key, (overhead, tree) in top:
+        assert key in ours, (key, list(ours)[:8])
+        assert ours[key][1][0] == tree[0], (key, ours[key][1][0][:5], tree[0][:5])
+        compared += _compare_branches(tree[2], ours[key][1][2], str(key))
+    assert compared >= 1
