@@ -207,8 +207,8 @@ class Unwinder:
         """``(starts, modules)`` of an address space's executable mappings (cached per generation)."""
         key = (id(space), space.generation)
         got = self._mods_of.get(key)
-        if got is not None:
-            return got
+        if got is not None and got[0] is space:  # (the space is kept: its id cannot name another one)
+            return got[1]
         starts, mods = [], []
         for m in space:
             if not m.prot & 4:  # PROT_EXEC
@@ -224,8 +224,8 @@ class Unwinder:
             mods.append(mod)
         if len(self._mods_of) > 4096:
             self._mods_of.clear()
-        got = self._mods_of[key] = (starts, mods)
-        return got
+        self._mods_of[key] = (space, (starts, mods))
+        return starts, mods
 
     # -- one sample -------------------------------------------------------------------
     def unwind(self, space, regs: list, stack: bytes, dyn_size: int | None = None) -> tuple[list[int], str | None]:
