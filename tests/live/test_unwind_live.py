@@ -47,6 +47,7 @@ void on_alarm(int sig) { handler_work(); }
 __attribute__((noinline)) double spin(long n) { double s = 0; for (long i = 0; i < n; i++) s += i / 3.0; return s; }
 int main(void) {
   struct sigaction sa = {0}; sa.sa_handler = on_alarm; sigaction(SIGPROF, &sa, 0);
+  sigset_t set; sigemptyset(&set); sigaddset(&set, SIGPROF); sigprocmask(SIG_UNBLOCK, &set, 0);  /* a blocked mask is inherited */
   struct itimerval it = {{0, 2000}, {0, 2000}}; setitimer(ITIMER_PROF, &it, 0);
   double t = 0; for (int k = 0; k < 120; k++) t += spin(3000000 + k);
   printf("%f\n", t); return 0;
@@ -198,8 +199,8 @@ def test_signal_frames(perf_bin, prog):
     ours, theirs = scripts(perf_bin, data)
     a, b = samples(ours), samples(theirs)
     assert agreement(a, b) >= 0.95
-    through = [s for s in a if s and s[0] == "handler_work@sig" and "main@sig" in s]
-    assert len(through) >= 10
+    through = [s for s in a if "handler_work@sig" in s and "main@sig" in s[s.index("handler_work@sig"):]]
+    assert len(through) >= 10, sum("handler_work@sig" in s for s in a)
 
 
 @pytest.mark.parametrize("args", [["--children"], ["--no-children"]], ids=["children", "no-children"])
