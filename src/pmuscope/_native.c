@@ -462,7 +462,8 @@ static PyTypeObject CountsReaderType = {
  * `need` = its key) or a row it does not handle (UW_NEED_PY: DWARF expressions).
  *
  * Row layout (int64, UW_ROWW per row): type, cfa_reg, cfa_off, ra, signal,
- * nrules, then (reg, kind, value) x UW_MAXRULES. Keys: space id << 48 | address.
+ * nrules, then (reg, kind, value) x UW_MAXRULES. Keys (sorted): space id << 48 | address;
+ * idx[k] is the row of keys[k].
  */
 #define UW_ROWW 54
 #define UW_MAXRULES 16
@@ -482,16 +483,18 @@ static inline int uw_read(const uint8_t *stack, uint64_t sp0, int64_t size, uint
 }
 
 static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
-    Py_buffer keys_b, rows_b, todo_b, sids_b, regs_b, valid_b, act_b, stacks_b, sp0_b, size_b, out_b, nout_b,
+    Py_buffer keys_b, idx_b, rows_b, todo_b, sids_b, regs_b, valid_b, act_b, stacks_b, sp0_b, size_b, out_b, nout_b,
         status_b, need_b;
     int nregs, pcn, spn, fpn, lrn, max_stack;
     Py_ssize_t stack_w, out_w;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*y*y*y*w*w*w*w*iiiiiinn", &keys_b, &rows_b, &todo_b, &sids_b,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*y*y*y*w*w*w*w*iiiiiinn", &keys_b, &idx_b, &rows_b, &todo_b, &sids_b,
                           &regs_b, &valid_b, &act_b, &stacks_b, &sp0_b, &size_b, &out_b, &nout_b, &status_b,
                           &need_b, &nregs, &pcn, &spn, &fpn, &lrn, &max_stack, &stack_w, &out_w))
         return NULL;
     const uint64_t *keys = keys_b.buf;
+    const int64_t *idx = idx_b.buf;
     const int64_t *rows = rows_b.buf;
+    Py_ssize_t nrows = rows_b.len / (UW_ROWW * 8);
     const int64_t *todo = todo_b.buf;
     const int64_t *sids = sids_b.buf;
     uint64_t *regs = regs_b.buf;
@@ -506,7 +509,9 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
     uint64_t *need = need_b.buf;
     Py_ssize_t nkeys = keys_b.len / 8, ntodo = todo_b.len / 8;
     int ok = nregs > 0 && nregs <= UW_MAXREGS && pcn < nregs && spn < nregs && fpn < nregs && lrn < nregs &&
-             rows_b.len == (Py_ssize_t)(nkeys * UW_ROWW * 8) && out_w > 0 && max_stack <= out_w;
+             idx_b.len == keys_b.len && out_w > 0 && max_stack <= out_w;
+    for (Py_ssize_t k = 0; ok && k < nkeys; k++)
+        if (idx[k] < 0 || idx[k] >= nrows) ok = 0;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "dwarf_unwind: inconsistent arguments");
         goto done;
@@ -537,7 +542,7 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
                 if (keys[mid] < key) lo = mid + 1; else hi = mid;
             }
             if (lo >= nkeys || keys[lo] != key) { st = UW_NEED_ROW; need[i] = key; break; }
-            const int64_t *row = rows + lo * UW_ROWW;
+            const int64_t *row = rows + idx[lo] * UW_ROWW;
             int64_t type = row[0];
             if (type == UW_T_NOMAP) { st = UW_NOMAP; break; }
             if (type == UW_T_PY) { st = UW_NEED_PY; break; }
@@ -599,7 +604,7 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    PyBuffer_Release(&keys_b); PyBuffer_Release(&rows_b); PyBuffer_Release(&todo_b); PyBuffer_Release(&sids_b);
+    PyBuffer_Release(&keys_b); PyBuffer_Release(&idx_b); PyBuffer_Release(&rows_b); PyBuffer_Release(&todo_b); PyBuffer_Release(&sids_b);
     PyBuffer_Release(&regs_b); PyBuffer_Release(&valid_b); PyBuffer_Release(&act_b); PyBuffer_Release(&stacks_b);
     PyBuffer_Release(&sp0_b); PyBuffer_Release(&size_b); PyBuffer_Release(&out_b); PyBuffer_Release(&nout_b);
     PyBuffer_Release(&status_b); PyBuffer_Release(&need_b);
@@ -614,7 +619,7 @@ static PyMethodDef methods[] = {
     {"sample_loop", py_sample_loop, METH_VARARGS,
      "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
     {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
-     "dwarf_unwind(keys, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
+     "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
      "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width): unwind samples `todo` (see pmuscope.unwind.batch)."},
     {NULL, NULL, 0, NULL}};
 

@@ -153,8 +153,10 @@ class _RowCache:
     native loop's binary search; kept on the unwinder across batches."""
 
     def __init__(self) -> None:
-        self.keys = np.zeros(0, dtype=np.uint64)
-        self.rows = np.zeros((0, ROWW), dtype=np.int64)
+        self.keys = np.zeros(0, dtype=np.uint64)  # sorted
+        self.idx = np.zeros(0, dtype=np.int64)  # row of each key
+        self.store = np.zeros((64, ROWW), dtype=np.int64)  # rows, appended (capacity doubles)
+        self.nrows = 0
         self.sids: dict[tuple[int, int], int] = {}
         self.spaces: list = [None]  # sid -> space (sid 0: no space)
         self.encoded: dict[int, list[int]] = {}  # id(Row) -> its encoding (rows live in their CfiTable)
@@ -205,10 +207,19 @@ class _RowCache:
                         e = enc[id(row)] = encode_row(row, arch)
                     out.append(e)
         new = np.array(out, dtype=np.int64).reshape(len(keys), ROWW)
-        allk = np.concatenate((self.keys, keys.astype(np.uint64)))
-        allr = np.concatenate((self.rows, new))
-        order = np.argsort(allk, kind="stable")
-        self.keys, self.rows = np.ascontiguousarray(allk[order]), np.ascontiguousarray(allr[order])
+        n0, n1 = self.nrows, self.nrows + len(keys)
+        if n1 > len(self.store):
+            grown = np.zeros((max(n1, 2 * len(self.store)), ROWW), dtype=np.int64)
+            grown[:n0] = self.store[:n0]
+            self.store = grown
+        self.store[n0:n1] = new
+        self.nrows = n1
+        # keys are new and unique: merge them into the sorted list
+        keys = keys.astype(np.uint64)
+        order = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self.keys, keys[order])
+        self.keys = np.insert(self.keys, at, keys[order])
+        self.idx = np.insert(self.idx, at, np.arange(n0, n1, dtype=np.int64)[order])
 
 
 def _unwind_native(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np.ndarray, stacks: np.ndarray,
@@ -255,7 +266,7 @@ def _unwind_native(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np
     rounds = 0
     while len(todo):
         rounds += 1
-        _native.dwarf_unwind(cache.keys, cache.rows, todo, sids, dregs, valid, act, stacks, sp0, size, out, nout,
+        _native.dwarf_unwind(cache.keys, cache.idx, cache.store, todo, sids, dregs, valid, act, stacks, sp0, size, out, nout,
                              status, need, nreg, arch.pc, arch.sp, arch.fp, arch.lr, unwinder.max_stack,
                              stacks.shape[1], width)
         st = status[todo]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,8 +42,7 @@ class CfiError(Exception):
     """Malformed CFI (an FDE, CIE or instruction that runs outside its section)."""
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """The unwind rule row of one code address.
 
     ``cfa`` is ``(CFA_REG, reg, offset)`` or ``(CFA_EXPR, expr bytes, 0)``;
@@ -334,7 +334,8 @@ class FrameSection:
 
 
 def _row(cfa: list, rules: dict, cie: Cie) -> Row:
-    return Row(tuple(cfa), tuple((r, k, v) for r, (k, v) in sorted(rules.items())), cie.ra, cie.signal)
+    # (rules apply independently of their order: each reads the callee's registers)
+    return Row(tuple(cfa), tuple([(r, kv[0], kv[1]) for r, kv in rules.items()]), cie.ra, cie.signal)
 
 
 def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table: list | None = None) -> Row:
@@ -344,6 +345,7 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table
     of every row (the last one at a repeated address wins)."""
     if target is None:
         target = 1 << 65
+    dirty, last = True, None  # (table mode: a row object is shared until an instruction changes the state)
     cfa: list = [CFA_REG, 0, 0]
     rules: dict[int, tuple[int, object]] = {}
     init_rules: dict[int, tuple[int, object]] = {}
@@ -365,16 +367,20 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table
             hi, lo = op & 0xC0, op & 0x3F
             if hi == 0x40:  # advance_loc
                 if table is not None:
-                    table.append((loc, _row(cfa, rules, cie)))
+                    if dirty:
+                        last, dirty = _row(cfa, rules, cie), False
+                    table.append((loc, last))
                 loc += lo * cie.code_align
                 if loc > target:
                     break
                 continue
             if hi == 0x80:  # offset
+                dirty = True
                 v, p = uleb(d, p)
                 rules[lo] = (OFFSET, v * cie.data_align)
                 continue
             if hi == 0xC0:  # restore
+                dirty = True
                 if lo in init_rules:
                     rules[lo] = init_rules[lo]
                 else:
@@ -384,7 +390,9 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table
                 continue
             if op == 0x01:  # set_loc
                 if table is not None:
-                    table.append((loc, _row(cfa, rules, cie)))
+                    if dirty:
+                        last, dirty = _row(cfa, rules, cie), False
+                    table.append((loc, last))
                 loc, p = read_encoded(d, p, cie.fde_enc, pc_base=0)
                 if loc > target:
                     break
@@ -397,11 +405,14 @@ def execute(cie: Cie, pc_begin: int, fde_insns: bytes, target: int | None, table
                 else:
                     delta = _U32.unpack_from(d, p)[0]; p += 4
                 if table is not None:
-                    table.append((loc, _row(cfa, rules, cie)))
+                    if dirty:
+                        last, dirty = _row(cfa, rules, cie), False
+                    table.append((loc, last))
                 loc += delta * cie.code_align
                 if loc > target:
                     break
                 continue
+            dirty = True
             if op == 0x05:  # offset_extended
                 r, p = uleb(d, p); v, p = uleb(d, p)
                 rules[r] = (OFFSET, v * cie.data_align)
