@@ -533,30 +533,38 @@ class ProfileBuilder:
         trunc = np.zeros(len(masks), dtype=bool)
         trunc[rows] = [r is not None for r in reasons]
         cc, off = p.flat["cc"]
-        user_ctx = abi.PERF_CONTEXT_USER
-        ol = off.tolist()
-        parts: list[np.ndarray] = []
-        lens = np.diff(off)
-        last = 0
-        for j, i in enumerate(rows.tolist()):
-            chain = chains[j]
-            if not chain:
-                continue
-            seg = cc[ol[i]:ol[i + 1]]
-            cut = np.flatnonzero(seg == np.uint64(user_ctx))
-            kpart = seg[:int(cut[0])] if len(cut) else seg
-            if chain[-1] == _M64:  # values >= PERF_CONTEXT_MAX would read as markers
-                chain = chain[:-1] + [_TRUNC_HOLD]
-            new = np.concatenate((kpart, np.array([user_ctx] + chain, dtype=np.uint64)))
-            parts.append(cc[ol[last]:ol[i]])
-            parts.append(new)
-            lens[i] = len(new)
-            last = i + 1
-        if parts:
-            parts.append(cc[ol[last]:])
-            noff = np.zeros(len(off), dtype=np.int64)
-            np.cumsum(lens, out=noff[1:])
-            p.flat["cc"] = (np.concatenate(parts), noff)
+        n = len(masks)
+        clen = np.zeros(n, dtype=np.int64)
+        clen[rows] = [len(c) for c in chains]
+        if not clen.any():
+            return trunc
+        import itertools
+
+        flat = np.fromiter(itertools.chain.from_iterable(chains), dtype=np.uint64, count=int(clen.sum()))
+        flat[flat == np.uint64(_M64)] = _TRUNC_HOLD  # values >= PERF_CONTEXT_MAX would read as markers
+        # the kernel part of each chain: up to its first PERF_CONTEXT_USER (all of it when none)
+        orig = np.diff(off)
+        pos = np.flatnonzero(cc == np.uint64(abi.PERF_CONTEXT_USER))
+        klen = orig.copy()
+        if len(pos):
+            s_of = np.searchsorted(off, pos, side="right") - 1
+            u, fi = np.unique(s_of, return_index=True)
+            klen[u] = pos[fi] - off[u]
+        ch = clen > 0
+        # each sample's new chain: kernel part, PERF_CONTEXT_USER, unwound frames
+        # (samples without unwound frames keep theirs), gathered from one array
+        both = np.concatenate((cc, np.array([abi.PERF_CONTEXT_USER], dtype=np.uint64), flat))
+        coff = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(clen, out=coff[1:])
+        starts = np.stack((off[:-1], np.full(n, len(cc)), len(cc) + 1 + coff[:-1]), axis=1).ravel()
+        counts = np.stack((np.where(ch, klen, orig), ch.astype(np.int64), clen), axis=1).ravel()
+        total = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=total[1:])
+        idx = np.repeat(starts - total[:-1], counts) + np.arange(int(total[-1]), dtype=np.int64)
+        per = counts.reshape(n, 3).sum(axis=1)
+        noff = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(per, out=noff[1:])
+        p.flat["cc"] = (both[idx], noff)
         return trunc
 
     def _process_upto(self, limit: int | None) -> None:
