@@ -18,12 +18,15 @@ unadjusted.
 
 from __future__ import annotations
 
+import os
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import FormatError
+from ..symbols import ElfFile, debug_file_candidates
 from .cfi import (CFA_EXPR, EXPR, OFFSET, REGISTER, UNDEF, VAL_EXPR, VAL_OFFSET, CfiError, CfiTable, sleb,
                   uleb)
 
@@ -178,24 +181,18 @@ class Unwinder:
         key = (dso.path, id(dso))
         cfi = self._cfi_of.get(key, False)
         if cfi is False:
+            # .debug_frame may only be in the separate debug file: the one the
+            # symbols came from, else the build-id one
+            dbg_path = dso.symtab_path if dso.symtab_path and dso.symtab_path != dso.path else None
+            if dbg_path is None and dso.build_id:
+                dbg_path = next((c for _, c in debug_file_candidates(dso.path, dso.build_id, None,
+                                                                     sym.cache.debug_root) if os.path.isfile(c)), None)
             dbg = None
-            if dso.symtab_path and dso.symtab_path != dso.path:
+            if dbg_path is not None:
                 try:
-                    from ..symbols import ElfFile
-                    dbg = ElfFile.open(dso.symtab_path)
-                except Exception:  # an unreadable debug file: .eh_frame alone
+                    dbg = ElfFile.open(dbg_path)
+                except (OSError, FormatError):  # an unreadable debug file: .eh_frame alone
                     dbg = None
-            elif dso.build_id:
-                import os
-                from ..symbols import debug_file_candidates
-                for _, cand in debug_file_candidates(dso.path, dso.build_id, None, sym.cache.debug_root):
-                    if os.path.isfile(cand):
-                        try:
-                            from ..symbols import ElfFile
-                            dbg = ElfFile.open(cand)
-                        except Exception:
-                            dbg = None
-                        break
             cfi = self._cfi_of[key] = CfiTable.from_elf(dso.elf, dbg)
         if not cfi.sections:
             return None, 0
@@ -365,10 +362,9 @@ def _vdso_cfi(procfs_root: str = "/proc") -> tuple[CfiTable | None, int]:
     assumes), copied from this process's memory; and the link-time address
     of its first byte."""
     import ctypes
-    import os
     import tempfile
 
-    from ..symbols import AddressSpace, ElfFile
+    from ..symbols import AddressSpace
 
     try:
         space = AddressSpace.from_proc_maps("self", procfs_root)
