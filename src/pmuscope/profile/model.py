@@ -491,12 +491,15 @@ class ProfileBuilder:
                 stacks.append(np.zeros((n, 0), np.uint8))
                 dyn.append(np.zeros(n, np.uint64))
                 continue
-            m = np.where(b.regs_user_abi != 0, m, np.uint64(0))
+            d = b.stack_user_dyn_size.astype(np.uint64, copy=False) if b.stack_user_dyn_size is not None \
+                else np.zeros(n, np.uint64)
+            # perf unwinds only samples with registers and a non-empty stack copy
+            # (thread__resolve_callchain_unwind)
+            m = np.where((b.regs_user_abi != 0) & (d > 0), m, np.uint64(0))
             masks.append(m)
             regs.append(regs_matrix(b.regs_user.astype(np.uint64, copy=False), b.regs_user_offsets, m))
             stacks.append(stack_matrix(b.stack_user, b.stack_user_offsets))
-            dyn.append(b.stack_user_dyn_size.astype(np.uint64, copy=False) if b.stack_user_dyn_size is not None
-                       else np.zeros(n, np.uint64))
+            dyn.append(d)
         w = max(s.shape[1] for s in stacks)
         stacks = [s if s.shape[1] == w else np.pad(s, ((0, 0), (0, w - s.shape[1]))) for s in stacks]
         cols["umask"] = np.concatenate(masks)
