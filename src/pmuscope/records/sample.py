@@ -419,7 +419,7 @@ def _gather(arr: np.ndarray, starts: np.ndarray, counts: np.ndarray, stride: "in
     if total == 0:
         return arr[:0].copy(), offsets
     if not isinstance(stride, np.ndarray) and stride == 1 and total >= 1024 * len(counts):
-        # long runs (user stack copies, AUX payloads; >= 1 KiB on average): one slice copy per
+        # long runs (user stack copies, AUX; >= 1 KiB on average): one slice copy per
         # run beats an index array 8x the size of the data
         out = np.empty(total, dtype=arr.dtype)
         for s_, o_, c_ in zip(starts.tolist(), offsets[:-1].tolist(), counts.tolist()):
