@@ -53,6 +53,28 @@ int main(void) {
   printf("%f\n", t); return 0;
 }
 """
+JIT_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+volatile double sink;
+__attribute__((noinline)) void work(void) { double s = 0; for (int i = 0; i < 20000; i++) s += i * 0.25; sink = s; }
+typedef void (*tramp_t)(void (*)(void));
+int main(void) {
+  /* a JIT trampoline like CPython's perf trampolines: push rbp; mov rbp, rsp; call *rdi; pop rbp; ret */
+  static const unsigned char code[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3};
+  unsigned char *mem = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 1;
+  memcpy(mem, code, sizeof code);
+  char path[64]; snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+  FILE *f = fopen(path, "w"); fprintf(f, "%lx %zx py::trampoline\n", (unsigned long)mem, sizeof code); fclose(f);
+  tramp_t t = (tramp_t)mem;
+  for (int k = 0; k < 20000; k++) t(work);
+  printf("%f\n", sink);
+  return 0;
+}
+"""
 PY_WORK = ("import json, re\n"
            "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
            "for _ in range(3000): fib(12); json.dumps({'a': list(range(100))}); re.findall(r'\\d+', 'a1b22' * 40)\n")
@@ -227,3 +249,30 @@ def test_report_call_graphs_match_perf(perf_bin, prog, args):
         assert ours[key][1][0] == tree[0], (key, ours[key][1][0][:5], tree[0][:5])
         compared += _compare_branches(tree[2], ours[key][1][2], str(key))
     assert compared >= 1
+
+
+def test_jit_trampoline_frame_pointer_rule(perf_bin, prog):
+    """Code in anonymous memory (named by /tmp/perf-PID.map) has no CFI: the
+    frame-pointer rule steps through a ``push rbp; mov rbp, rsp; call``
+    trampoline into its caller. (perf 6.1's libunwind unwinding stops at such
+    frames: its chains are a prefix of ours.)"""
+    (prog / "jit.c").write_text(JIT_C)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(prog / "jit"), str(prog / "jit.c")], check=True)
+    data = prog / "jit.data"
+    perf_record(perf_bin, data, [str(prog / "jit")])
+    try:
+        ours, theirs = scripts(perf_bin, data)
+    finally:
+        for pid in set(re.findall(r"^jit\s+(\d+) ", subprocess.run(
+                [perf_bin, "script", "-F", "comm,pid", "-i", str(data)], capture_output=True, text=True,
+                timeout=300).stdout, re.M)):
+            Path(f"/tmp/perf-{pid}.map").unlink(missing_ok=True)
+    a, b = samples(ours), samples(theirs)
+    assert len(a) == len(b)
+    prefix = sum(x[:len(y)] == y for x, y in zip(a, b))
+    assert prefix >= 0.95 * len(b)
+    work = [s for s in a if s and s[0] == "work@jit"]
+    assert work
+    through = [s for s in work if s[1:3] == [f"py::trampoline@{s[1].split('@')[1]}", "main@jit"]
+               and s[1].startswith("py::trampoline@perf-")]
+    assert len(through) >= 0.9 * len(work), work[:3]
