@@ -197,7 +197,7 @@ class FrameSection:
                     break  # the terminator
                 p = nxt
                 continue
-            cid = self._cie_id(cie_ptr_at, length)
+            cid = self._cie_id(cie_ptr_at, length, body)
             if not self._is_cie(cid):
                 try:
                     cie = self._cie_for(cie_ptr_at, cid)
@@ -226,7 +226,6 @@ class FrameSection:
                 raise CfiError("entry header outside the section")
             length = _U64.unpack_from(d, q)[0]
             q += 8
-            self._wide = True
         nxt = q + length
         if nxt > len(d):
             raise CfiError(f"entry at {p:#x} runs past the section end")
@@ -234,10 +233,14 @@ class FrameSection:
         body = q + (8 if wide else 4)
         return length, body, q, nxt
 
-    def _cie_id(self, at: int, length: int) -> int:
+    def _cie_id(self, at: int, length: int, body: int) -> int:
+        """The CIE id / CIE pointer field from ``at`` to ``body`` (8 bytes in
+        the 64-bit DWARF format, 4 otherwise)."""
         d = self.data
         if length == 0:
             return 0
+        if body - at == 8:
+            return _U64.unpack_from(d, at)[0]
         return _U32.unpack_from(d, at)[0]
 
     def _is_cie(self, cid: int) -> bool:
@@ -255,7 +258,7 @@ class FrameSection:
         if off < 0 or off >= len(d):
             raise CfiError(f"CIE pointer {off:#x} outside the section")
         length, body, at, nxt = self._entry_head(off)
-        if not self._is_cie(self._cie_id(at, length)):
+        if not self._is_cie(self._cie_id(at, length, body)):
             raise CfiError(f"entry at {off:#x} is not a CIE")
         p = body
         version = d[p]; p += 1
@@ -317,7 +320,7 @@ class FrameSection:
         d = self.data
         off = fde[i]
         length, body, at, nxt = self._entry_head(off)
-        cid = self._cie_id(at, length)
+        cid = self._cie_id(at, length, body)
         if self._is_cie(cid):
             return None
         cie = self._cie_for(at, cid)
