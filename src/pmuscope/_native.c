@@ -512,6 +512,16 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
              idx_b.len == keys_b.len && out_w > 0 && max_stack <= out_w;
     for (Py_ssize_t k = 0; ok && k < nkeys; k++)
         if (idx[k] < 0 || idx[k] >= nrows) ok = 0;
+    /* every per-sample buffer holds n samples; every sample named in todo is < n */
+    Py_ssize_t n = valid_b.len / 8;
+    if (ok && (regs_b.len != n * nregs * 8 || act_b.len != n || sids_b.len != n * 8 || sp0_b.len != n * 8 ||
+               size_b.len != n * 8 || nout_b.len != n * 8 || status_b.len != n * 8 || need_b.len != n * 8 ||
+               out_b.len != n * out_w * 8 || stack_w < 0 || stacks_b.len != n * stack_w))
+        ok = 0;
+    for (Py_ssize_t t = 0; ok && t < ntodo; t++)
+        if (todo[t] < 0 || todo[t] >= n) ok = 0;
+    for (Py_ssize_t t = 0; ok && t < ntodo; t++)
+        if (nout[todo[t]] < 0 || nout[todo[t]] > out_w) ok = 0;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "dwarf_unwind: inconsistent arguments");
         goto done;

@@ -556,3 +556,26 @@ def test_plt_rows_of_a_real_binary(built):
         for off, ra in ((0, 0x1111), (6, 0x1111), (11, 0x2222), (15, 0x2222)):
             chain, _ = u.unwind(object(), regs(entry + off, sp), st)
             assert chain[:2] == [entry + off, ra - 1], (hex(entry), off)
+
+
+def test_native_loop_refuses_inconsistent_buffers():
+    from pmuscope.unwind import batch
+
+    if not batch.native_unwind_available():
+        pytest.skip("the native extension is not built")
+    import numpy as np
+
+    n = 1
+
+    def call(todo, regs_w=17, stack=8):
+        batch._native.dwarf_unwind(
+            np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros((1, batch.ROWW), np.int64),
+            np.array(todo, np.int64), np.zeros(n, np.int64), np.zeros((n, regs_w), np.uint64), np.zeros(n, np.uint64),
+            np.zeros(n, np.uint8), np.zeros((n, stack), np.uint8), np.zeros(n, np.uint64), np.zeros(n, np.int64),
+            np.zeros((n, 127), np.uint64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.uint64),
+            17, 16, 7, 6, -1, 127, stack, 127)
+
+    call([0])  # consistent: runs (and stops: no row for the pc)
+    for bad in (dict(todo=[5]), dict(todo=[0], regs_w=3), dict(todo=[-1])):
+        with pytest.raises(ValueError):
+            call(**bad)
