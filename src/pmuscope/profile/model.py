@@ -1044,6 +1044,12 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     Kernel addresses are named from this machine's ``/proc/kallsyms`` only when
     the file was recorded on the running kernel (same hostname and release in
     its header), unless ``kernel_symbols`` says otherwise.
+
+    Samples recorded with ``--call-graph dwarf`` (user registers and stack
+    copies) get their user call chains unwound from the binaries' DWARF CFI
+    (:mod:`pmuscope.unwind`), after the kernel part of the chain as perf
+    joins them; ``unwind=False`` (or ``PMUSCOPE_UNWIND=0``) keeps the
+    kernel's chains alone. ``Profile.unwind_stats`` says how many stopped early.
     """
     from ..perfdata import PerfDataFile
     from ._fastload import load_kernel_symbols, profile_source
