@@ -487,10 +487,12 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
         status_b, need_b;
     int nregs, pcn, spn, fpn, lrn, max_stack;
     Py_ssize_t stack_w, out_w;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*y*y*y*w*w*w*w*iiiiiinn", &keys_b, &idx_b, &rows_b, &todo_b, &sids_b,
+    unsigned long long pc_mask_arg = ~0ULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*y*y*y*w*w*w*w*iiiiiinn|K", &keys_b, &idx_b, &rows_b, &todo_b, &sids_b,
                           &regs_b, &valid_b, &act_b, &stacks_b, &sp0_b, &size_b, &out_b, &nout_b, &status_b,
-                          &need_b, &nregs, &pcn, &spn, &fpn, &lrn, &max_stack, &stack_w, &out_w))
+                          &need_b, &nregs, &pcn, &spn, &fpn, &lrn, &max_stack, &stack_w, &out_w, &pc_mask_arg))
         return NULL;
+    const uint64_t pc_mask = (uint64_t)pc_mask_arg;
     const uint64_t *keys = keys_b.buf;
     const int64_t *idx = idx_b.buf;
     const int64_t *rows = rows_b.buf;
@@ -600,6 +602,7 @@ static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
                 }
                 signal = row[4] != 0;
             }
+            nr[pcn] &= pc_mask;
             if (!(nv >> pcn & 1) || nr[pcn] == 0) { st = UW_DONE; break; }
             if (!(nv >> spn & 1) || (nr[pcn] == pc && nr[spn] == r[spn])) { st = UW_LOOP; break; }
             memcpy(r, nr, nregs * 8);
@@ -630,7 +633,8 @@ static PyMethodDef methods[] = {
      "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
     {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
      "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
-     "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width): unwind samples `todo` (see pmuscope.unwind.batch)."},
+     "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "
+     "(see pmuscope.unwind.batch)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

@@ -579,3 +579,31 @@ def test_native_loop_refuses_inconsistent_buffers():
     for bad in (dict(todo=[5]), dict(todo=[0], regs_w=3), dict(todo=[-1])):
         with pytest.raises(ValueError):
             call(**bad)
+
+
+def test_aarch64_signed_return_addresses():
+    """Pointer authentication signs the bits above the 48-bit VA range of
+    return addresses saved on the stack: they are stripped."""
+    from pmuscope.unwind import batch
+    from pmuscope.unwind.unwinder import AARCH64
+
+    body = b"\0\0\0\0" + b"\x01" + b"zR\0" + uleb(4) + sleb(-8) + b"\x1e" + uleb(1) + b"\x1b" + b"\x0c\x1f\x00"
+    body += b"\0" * (-(len(body) + 4) % 8)
+    sec = bytearray(struct.pack("<I", len(body)) + body)
+    fde(sec, 0, 0x1000, 0x40, b"\x41" + b"\x0e\x10" + b"\x9d\x02" + b"\x9e\x01")
+    fde(sec, 0, 0x1200, 0x40, b"\x07\x1e")
+    sec += b"\0\0\0\0"
+    t = CfiTable([FrameSection(bytes(sec), SEC, is_eh=True)])
+    mods = ([0x1000], [Module(0x1000, 0x2000, t, 0, False)])
+    import numpy as np
+
+    R = np.zeros((1, batch.NREGS), dtype=np.uint64)
+    R[0, [32, 31, 29]] = [0x1008, 0x7000, 0x55]
+    S = np.frombuffer(stack_of(0x66, 0x002A000000001210, 0, 0), dtype=np.uint8).reshape(1, -1).copy()
+    masks = np.full(1, (1 << 33) - 1, dtype=np.uint64)
+    dyn = np.array([32], dtype=np.uint64)
+    for native in (False, True) if batch.native_unwind_available() else (False,):
+        u = Unwinder(None, AARCH64)
+        u.modules = lambda space: mods
+        chains, why = batch.unwind_batch(u, [object()], R, masks, S, dyn, native=native)
+        assert chains == [[0x1008, 0x120F]] and why == [None], native

@@ -268,7 +268,7 @@ def _unwind_native(unwinder: Unwinder, spaces: list, regs: np.ndarray, masks: np
         rounds += 1
         _native.dwarf_unwind(cache.keys, cache.idx, cache.store, todo, sids, dregs, valid, act, stacks, sp0, size, out, nout,
                              status, need, nreg, arch.pc, arch.sp, arch.fp, arch.lr, unwinder.max_stack,
-                             stacks.shape[1], width)
+                             stacks.shape[1], width, arch.pc_mask)
         st = status[todo]
         py_rows.extend(todo[st == NEED_PY].tolist())
         again = todo[st == NEED_ROW]

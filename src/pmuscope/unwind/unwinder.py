@@ -62,6 +62,9 @@ class Arch:
     sp: int
     fp: int
     lr: int  # AArch64's link register, -1 on x86-64
+    #: bits of a return address that are address: AArch64 pointer
+    #: authentication signs the bits above the 48-bit user VA range
+    pc_mask: int = (1 << 64) - 1
 
 
 # x86-64 perf_regs.h: AX BX CX DX SI DI BP SP IP FLAGS CS SS DS ES FS GS R8..R15
@@ -69,7 +72,7 @@ class Arch:
 X86_64 = Arch("x86_64", 17, (0, 3, 2, 1, 4, 5, 6, 7, 16, -1, -1, -1, -1, -1, -1, -1,
                               8, 9, 10, 11, 12, 13, 14, 15), pc=16, sp=7, fp=6, lr=-1)
 # arm64 perf_regs.h: X0..X30 SP PC; DWARF: x0..x30 = 0..30, sp = 31 (pc: pseudo 32)
-AARCH64 = Arch("aarch64", 33, tuple(range(33)), pc=32, sp=31, fp=29, lr=30)
+AARCH64 = Arch("aarch64", 33, tuple(range(33)), pc=32, sp=31, fp=29, lr=30, pc_mask=(1 << 48) - 1)
 ARCHES = {"x86_64": X86_64, "amd64": X86_64, "aarch64": AARCH64, "arm64": AARCH64}
 
 
@@ -277,6 +280,8 @@ class Unwinder:
                     new = self._apply(row, regs, read)
                     signal = row.signal
                 npc = new[pcn]
+                if npc is not None and arch.pc_mask != _M64:
+                    npc = new[pcn] = npc & arch.pc_mask
                 if npc is None or npc == 0:
                     break  # the outermost frame (return address undefined)
                 nsp = new[spn]
