@@ -11,6 +11,8 @@
  *                                read(fd) n times at a fixed rate, bracketing each read by
  *                                two CLOCK_MONOTONIC_RAW stamps; fills two writable buffers
  *                                (stamps: 2*n u64, data: n*size bytes); GIL released.
+ *   dwarf_unwind(...)            DWARF CFI unwinding of many samples' user stack copies with
+ *                                rule rows compiled by pmuscope.unwind.batch; GIL released.
  *   CountsReader(cls, fill, clear, layout, units, read=None)
  *                                Counter.read() in one C call: read(2) of every (fd, size)
  *                                read unit, then a new `cls` instance (pmuscope.counting's
@@ -22,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -450,12 +453,188 @@ static PyTypeObject CountsReaderType = {
     .tp_getset = cr_getset,
 };
 
+/* ---- dwarf_unwind: many samples' user stacks with compiled CFI rule rows ----
+ *
+ * The pure-Python reference is pmuscope.unwind.unwinder.Unwinder.resume(); this
+ * loop does the same steps for the rows it can (CFA = register + offset; rules
+ * offset/val_offset/undefined/register; the frame-pointer rule) and hands a
+ * sample back with a status when it needs a row not in the table (UW_NEED_ROW,
+ * `need` = its key) or a row it does not handle (UW_NEED_PY: DWARF expressions).
+ *
+ * Row layout (int64, UW_ROWW per row): type, cfa_reg, cfa_off, ra, signal,
+ * nrules, then (reg, kind, value) x UW_MAXRULES. Keys (sorted): space id << 48 | address;
+ * idx[k] is the row of keys[k].
+ */
+#define UW_ROWW 54
+#define UW_MAXRULES 16
+#define UW_MAXREGS 64
+enum { UW_T_CFI = 0, UW_T_FP = 1, UW_T_NOMAP = 2, UW_T_PY = 3 };
+enum { UW_K_OFFSET = 2, UW_K_VAL_OFFSET = 3, UW_K_UNDEF = 1, UW_K_REGISTER = 4 };
+enum { UW_DONE = 0, UW_READ = 1, UW_NOCFI = 2, UW_NOMAP = 3, UW_BADCFI = 4, UW_LOOP = 5, UW_MAX = 6,
+       UW_NEED_ROW = 10, UW_NEED_PY = 11 };
+
+static inline int uw_read(const uint8_t *stack, uint64_t sp0, int64_t size, uint64_t addr, uint64_t *val) {
+    /* perf's access_mem(): [sp0, sp0 + size) less its last byte */
+    if (addr < sp0 || size < 9) return 0;
+    uint64_t off = addr - sp0;
+    if (off > (uint64_t)(size - 9)) return 0;
+    memcpy(val, stack + off, 8);
+    return 1;
+}
+
+static PyObject *py_dwarf_unwind(PyObject *self, PyObject *args) {
+    Py_buffer keys_b, idx_b, rows_b, todo_b, sids_b, regs_b, valid_b, act_b, stacks_b, sp0_b, size_b, out_b, nout_b,
+        status_b, need_b;
+    int nregs, pcn, spn, fpn, lrn, max_stack;
+    Py_ssize_t stack_w, out_w;
+    unsigned long long pc_mask_arg = ~0ULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*w*y*y*y*w*w*w*w*iiiiiinn|K", &keys_b, &idx_b, &rows_b, &todo_b, &sids_b,
+                          &regs_b, &valid_b, &act_b, &stacks_b, &sp0_b, &size_b, &out_b, &nout_b, &status_b,
+                          &need_b, &nregs, &pcn, &spn, &fpn, &lrn, &max_stack, &stack_w, &out_w, &pc_mask_arg))
+        return NULL;
+    const uint64_t pc_mask = (uint64_t)pc_mask_arg;
+    const uint64_t *keys = keys_b.buf;
+    const int64_t *idx = idx_b.buf;
+    const int64_t *rows = rows_b.buf;
+    Py_ssize_t nrows = rows_b.len / (UW_ROWW * 8);
+    const int64_t *todo = todo_b.buf;
+    const int64_t *sids = sids_b.buf;
+    uint64_t *regs = regs_b.buf;
+    uint64_t *valid = valid_b.buf;
+    uint8_t *act = act_b.buf;
+    const uint8_t *stacks = stacks_b.buf;
+    const uint64_t *sp0s = sp0_b.buf;
+    const int64_t *sizes = size_b.buf;
+    uint64_t *out = out_b.buf;
+    int64_t *nout = nout_b.buf;
+    int64_t *status = status_b.buf;
+    uint64_t *need = need_b.buf;
+    Py_ssize_t nkeys = keys_b.len / 8, ntodo = todo_b.len / 8;
+    int ok = nregs > 0 && nregs <= UW_MAXREGS && pcn < nregs && spn < nregs && fpn < nregs && lrn < nregs &&
+             idx_b.len == keys_b.len && out_w > 0 && max_stack <= out_w;
+    for (Py_ssize_t k = 0; ok && k < nkeys; k++)
+        if (idx[k] < 0 || idx[k] >= nrows) ok = 0;
+    /* every per-sample buffer holds n samples; every sample named in todo is < n */
+    Py_ssize_t n = valid_b.len / 8;
+    if (ok && (regs_b.len != n * nregs * 8 || act_b.len != n || sids_b.len != n * 8 || sp0_b.len != n * 8 ||
+               size_b.len != n * 8 || nout_b.len != n * 8 || status_b.len != n * 8 || need_b.len != n * 8 ||
+               out_b.len != n * out_w * 8 || stack_w < 0 || stacks_b.len != n * stack_w))
+        ok = 0;
+    for (Py_ssize_t t = 0; ok && t < ntodo; t++)
+        if (todo[t] < 0 || todo[t] >= n) ok = 0;
+    for (Py_ssize_t t = 0; ok && t < ntodo; t++)
+        if (nout[todo[t]] < 0 || nout[todo[t]] > out_w) ok = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "dwarf_unwind: inconsistent arguments");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < ntodo; t++) {
+        int64_t i = todo[t];
+        uint64_t *r = regs + i * nregs;
+        uint64_t v = valid[i];
+        uint64_t *o = out + i * out_w;
+        int64_t n = nout[i];
+        const uint8_t *stack = stacks + i * stack_w;
+        uint64_t sp0 = sp0s[i];
+        int64_t size = sizes[i] < stack_w ? sizes[i] : stack_w;
+        uint64_t sid = (uint64_t)sids[i] << 48;
+        int activation = act[i];
+        int64_t st = UW_DONE;
+        uint64_t nr[UW_MAXREGS];
+        for (;;) {
+            if (n >= max_stack) { st = UW_MAX; break; }
+            uint64_t pc = r[pcn];
+            uint64_t look = activation ? pc : pc - 1;
+            if (look >> 48) { st = UW_NOMAP; break; }
+            uint64_t key = sid | look;
+            Py_ssize_t lo = 0, hi = nkeys;
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) >> 1;
+                if (keys[mid] < key) lo = mid + 1; else hi = mid;
+            }
+            if (lo >= nkeys || keys[lo] != key) { st = UW_NEED_ROW; need[i] = key; break; }
+            const int64_t *row = rows + idx[lo] * UW_ROWW;
+            int64_t type = row[0];
+            if (type == UW_T_NOMAP) { st = UW_NOMAP; break; }
+            if (type == UW_T_PY) { st = UW_NEED_PY; break; }
+            uint64_t nv = v;
+            int signal = 0;
+            memcpy(nr, r, nregs * 8);
+            if (type == UW_T_FP) {
+                if (!(v >> fpn & 1) || r[fpn] == 0) { st = UW_NOCFI; break; }
+                uint64_t fp = r[fpn], ra, nfp;
+                if (!uw_read(stack, sp0, size, fp + 8, &ra)) { st = UW_READ; break; }
+                if (!uw_read(stack, sp0, size, fp, &nfp)) { st = UW_READ; break; }
+                nr[pcn] = ra; nr[fpn] = nfp; nr[spn] = fp + 16;
+                nv |= (1ULL << pcn) | (1ULL << fpn) | (1ULL << spn);
+                if (lrn >= 0) { nr[lrn] = ra; nv |= 1ULL << lrn; }
+            } else {
+                int64_t creg = row[1];
+                if (creg < 0 || creg >= nregs || !(v >> creg & 1)) { st = UW_BADCFI; break; }
+                uint64_t cfa = r[creg] + (uint64_t)row[2];
+                int64_t ra = row[3];
+                int64_t nrules = row[5];
+                int sp_rule = 0, fail = 0;
+                for (int64_t k = 0; k < nrules; k++) {
+                    int64_t reg = row[6 + 3 * k], kind = row[7 + 3 * k], val = row[8 + 3 * k];
+                    if (reg < 0 || reg >= nregs) continue;
+                    if (reg == spn) sp_rule = 1;
+                    if (kind == UW_K_OFFSET) {
+                        uint64_t x;
+                        if (uw_read(stack, sp0, size, cfa + (uint64_t)val, &x)) { nr[reg] = x; nv |= 1ULL << reg; }
+                        else if (reg == ra) { fail = 1; break; }
+                        else nv &= ~(1ULL << reg);
+                    } else if (kind == UW_K_VAL_OFFSET) {
+                        nr[reg] = cfa + (uint64_t)val; nv |= 1ULL << reg;
+                    } else if (kind == UW_K_UNDEF) {
+                        nv &= ~(1ULL << reg);
+                    } else if (kind == UW_K_REGISTER) {
+                        if (val >= 0 && val < nregs && (v >> val & 1)) { nr[reg] = r[val]; nv |= 1ULL << reg; }
+                        else nv &= ~(1ULL << reg);
+                    }
+                }
+                if (fail) { st = UW_READ; break; }
+                if (!sp_rule) { nr[spn] = cfa; nv |= 1ULL << spn; }
+                if (ra != pcn) {
+                    if (ra >= 0 && ra < nregs && (nv >> ra & 1)) { nr[pcn] = nr[ra]; nv |= 1ULL << pcn; }
+                    else nv &= ~(1ULL << pcn);
+                }
+                signal = row[4] != 0;
+            }
+            nr[pcn] &= pc_mask;
+            if (!(nv >> pcn & 1) || nr[pcn] == 0) { st = UW_DONE; break; }
+            if (!(nv >> spn & 1) || (nr[pcn] == pc && nr[spn] == r[spn])) { st = UW_LOOP; break; }
+            memcpy(r, nr, nregs * 8);
+            v = nv;
+            o[n++] = signal ? r[pcn] : r[pcn] - 1;
+            activation = signal;
+        }
+        valid[i] = v;
+        nout[i] = n;
+        act[i] = (uint8_t)activation;
+        status[i] = st;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&keys_b); PyBuffer_Release(&idx_b); PyBuffer_Release(&rows_b); PyBuffer_Release(&todo_b); PyBuffer_Release(&sids_b);
+    PyBuffer_Release(&regs_b); PyBuffer_Release(&valid_b); PyBuffer_Release(&act_b); PyBuffer_Release(&stacks_b);
+    PyBuffer_Release(&sp0_b); PyBuffer_Release(&size_b); PyBuffer_Release(&out_b); PyBuffer_Release(&nout_b);
+    PyBuffer_Release(&status_b); PyBuffer_Release(&need_b);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"rdtsc", py_rdtsc, METH_NOARGS, "Read the time-stamp counter (x86 TSC, arm64 CNTVCT_EL0)."},
     {"rdpmc", py_rdpmc, METH_O, "rdpmc(counter): x86 user-space counter read; counter = page.index - 1."},
     {"mmap_read", py_mmap_read, METH_O, "mmap_read(page_address) -> (count, enabled, running) or None."},
     {"sample_loop", py_sample_loop, METH_VARARGS,
      "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
+    {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
+     "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
+     "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "
+     "(see pmuscope.unwind.batch)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

@@ -12,9 +12,11 @@ from ._recording import exit_status, run_recorder
 
 HELP = "record a command with call chains, print its top functions, write an HTML flame graph"
 DESCRIPTION = (
-    "One shot: sample CMD (or -p PID / -a) with frame-pointer call chains at 4000 Hz, then print the "
+    "One shot: sample CMD (or -p PID / -a) with call chains at 4000 Hz, then print the "
     "top of the overhead table and write PREFIX.data (perf.data), PREFIX.folded (folded stacks) and "
-    "PREFIX.html (interactive flame graph, no network needed)."
+    "PREFIX.html (interactive flame graph, no network needed). Call chains come from DWARF unwinding "
+    "of user stack copies when the program (or its libpython) is built without frame pointers, "
+    "from frame pointers otherwise (--call-graph to choose)."
 )
 
 
@@ -24,6 +26,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     rate.add_argument("-F", "--freq", type=int, metavar="HZ", help="samples per second (default 4000)")
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("--no-call-graph", action="store_true", help="no call chains (leaf functions only)")
+    p.add_argument("--call-graph", default="auto", metavar="MODE",
+                   help="fp, dwarf[,SIZE] or auto (default: dwarf when the program or its libpython keeps no "
+                        "frame pointers, else fp)")
     p.add_argument("--no-python-frames", action="store_true",
                    help="do not name Python functions: by default CPython processes the command starts get "
                    "per-function trampolines named in /tmp/perf-PID.map (py::QUALNAME:FILE; 3.12+: -X perf)")
@@ -65,8 +70,15 @@ def run(args: argparse.Namespace) -> int:
         from ..outfile import output_error
 
         raise output_error(FileNotFoundError(_errno.ENOENT, os.strerror(_errno.ENOENT)), data_path)
+    callgraph: bool | str = False
+    if not args.no_call_graph:
+        from ..unwind.framepointers import choose_call_graph
+
+        callgraph, why = choose_call_graph(args.call_graph, command, pids, args.all_cpus or bool(args.cpu))
+        if why:
+            print(f"pmuscope profile: {why}", file=sys.stderr)
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
-                   callgraph=not args.no_call_graph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
+                   callgraph=callgraph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages,
                    python_frames=not args.no_python_frames)
     result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
@@ -85,3 +97,4 @@ def run(args: argparse.Namespace) -> int:
     print(f"pmuscope profile: flame graph {html_path}")
     print(f"pmuscope profile: folded     {folded_path}")
     return exit_status(result, interrupted)
+

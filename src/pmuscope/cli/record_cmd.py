@@ -26,7 +26,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     rate.add_argument("-c", "--count", type=int, metavar="PERIOD", help="sample every PERIOD events")
     p.add_argument("-g", dest="callgraph", action="store_true", help="record frame-pointer call chains")
     p.add_argument("--call-graph", metavar="MODE", help="call-chain mode: fp (like -g) or dwarf[,SIZE] (user stack "
-                   "copies for perf report to unwind)")
+                   "copies that report/script unwind with DWARF CFI, for code without frame pointers)")
     p.add_argument("-p", "--pid", metavar="PID[,PID]", help="attach to processes (all their threads)")
     p.add_argument("-t", "--tid", metavar="TID[,TID]", help="attach to threads (no inheritance, like perf)")
     p.add_argument("-a", "--all-cpus", action="store_true", help="system-wide: every CPU")

@@ -151,6 +151,16 @@ def call_graph_params(args: argparse.Namespace):
     return params, explicit
 
 
+def unwind_note(prof, command: str) -> None:
+    """One stderr line when dwarf user stacks stopped early (a stack copy too
+    short, a pc without CFI ...): how many and why. Those chains end where the
+    unwinding stopped (a short stack copy with perf's ``ffffffffffffffff
+    [unknown]`` frame)."""
+    st = getattr(prof, "unwind_stats", None)
+    if st is not None and st.truncated:
+        print(f"pmuscope {command}: {st.summary()}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..profile.model import load_profile
     from ..profile.report import format_report, parse_sort, report_json, reports_by_event
@@ -161,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
     if explicit and not prof.has_callchain:
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
+    unwind_note(prof, "report")
     prof = apply_filters(prof, args)
     if args.html:
         from ..profile.html_report import write_report_html

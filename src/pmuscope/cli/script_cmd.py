@@ -26,7 +26,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..profile import iter_script_bytes, load_profile, parse_fields
-    from .report_cmd import apply_filters
+    from .report_cmd import apply_filters, unwind_note
 
     fields = parse_fields(args.fields)
     from .report_cmd import _time_range
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     _time_range(args.time)  # bad options fail before the file is read
     prof = load_profile(args.input, keep_raw=fields is None or "trace" in fields,
                         kernel_symbols=False if args.no_kernel_symbols else None)
+    unwind_note(prof, "script")
     prof = apply_filters(prof, args)
     sys.stdout.flush()
     write = sys.stdout.buffer.write

@@ -44,8 +44,9 @@ class CallChains:
 def record_callchains(pid: int, metric: str, platform: Platform, *, duration: float = 1.0, top: int = 20,
                       tid: int | None = None) -> CallChains:
     """Sample ``pid`` (only its thread ``tid`` when given) on the platform's
-    ``metric`` event (``rma``, ``lma``, ``clk``, ``ir``) with frame-pointer
-    call chains for ``duration`` seconds."""
+    ``metric`` event (``rma``, ``lma``, ``clk``, ``ir``) with call chains for
+    ``duration`` seconds: DWARF-unwound user stacks when the process's
+    program (or its libpython) keeps no frame pointers, frame pointers else."""
     refs = platform.events.get(metric)
     if not refs:
         return CallChains(pid, metric, None, reason=platform.missing.get(metric, f"no {metric} event for this CPU"), tid=tid)
@@ -60,7 +61,11 @@ def record_callchains(pid: int, metric: str, platform: Platform, *, duration: fl
     try:
         try:
             target = {"pid": pid} if tid is None else {"tid": tid}
-            res = record(event, callgraph=True, output=path, duration=duration, period=PERIODS[metric], **target)
+            # dwarf stacks where the process keeps no frame pointers (as pmuscope profile chooses)
+            from ..unwind.framepointers import choose_call_graph
+
+            mode, _ = choose_call_graph("auto", [], [pid], False)
+            res = record(event, callgraph=mode, output=path, duration=duration, period=PERIODS[metric], **target)
         except PmuscopeError as err:
             return CallChains(pid, metric, event, reason=f"{event}: {str(err).splitlines()[0]}", tid=tid)
         folded = folded_stacks(load_profile(path), comm=False)

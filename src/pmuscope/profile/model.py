@@ -35,6 +35,10 @@ R = abi.PerfRecord
 S = abi.PerfSample
 
 _CTX_MAX = np.uint64(abi.PERF_CONTEXT_MAX)
+_M64 = (1 << 64) - 1
+#: stands for a dwarf chain's "truncated" frame (0 - 1) in the call-chain
+#: column, where values >= PERF_CONTEXT_MAX are context markers
+_TRUNC_HOLD = np.uint64(abi.PERF_CONTEXT_MAX - 1)
 _KERNEL_CTX = (abi.PERF_CONTEXT_KERNEL, abi.PERF_CONTEXT_GUEST_KERNEL, abi.PERF_CONTEXT_HV)
 _MISC_COMM_EXEC = abi.PERF_RECORD_MISC_COMM_EXEC
 _CPUMODE_MASK = abi.PERF_RECORD_MISC_CPUMODE_MASK
@@ -92,7 +96,11 @@ class _Pending:
     def concat(parts: list["_Pending"]) -> "_Pending":
         if len(parts) == 1:
             return parts[0]
-        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols}
+        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols if k != "ustack"}
+        if "ustack" in parts[0].cols:  # stack copies as rows: pad to the widest
+            w = max(p.cols["ustack"].shape[1] for p in parts)
+            cols["ustack"] = np.concatenate([np.pad(p.cols["ustack"], ((0, 0), (0, w - p.cols["ustack"].shape[1])))
+                                             for p in parts])
         flat = {k: _concat_flat([p.flat[k] for p in parts]) for k in parts[0].flat}
         return _Pending(cols, flat)
 
@@ -159,6 +167,11 @@ class Profile:
     source: str = ""
     #: event index -> tracefs format of its tracepoint (to decode ``raw``)
     tp_formats: dict = field(default_factory=dict)
+    #: dwarf samples (REGS_USER + STACK_USER): per sample, True when its
+    #: unwound user chain stopped early (None: no sample was unwound)
+    truncated: np.ndarray | None = None
+    #: :class:`~pmuscope.unwind.UnwindStats` of the dwarf unwinding (None: none done)
+    unwind_stats: Any = None
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -208,9 +221,10 @@ class Profile:
         raw, raw_off = self.raw, self.raw_offsets
         if raw is not None:
             raw, raw_off = _take_flat(raw, raw_off, mask)
+        kw["truncated"] = self.truncated[mask] if self.truncated is not None else None
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                      "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
-                     "tp_formats"):
+                     "tp_formats", "unwind_stats"):
             kw[name] = getattr(self, name)
         return Profile(raw=raw, raw_offsets=raw_off, **kw)
 
@@ -285,7 +299,8 @@ class ProfileBuilder:
     """
 
     def __init__(self, attrs: AttrTable, *, event_names: list[str] | None = None,
-                 symbolizer: Symbolizer | None = None, keep_raw: bool = False) -> None:
+                 symbolizer: Symbolizer | None = None, keep_raw: bool = False, unwind: bool | None = None,
+                 arch: str | None = None) -> None:
         self.attrs = attrs
         self.symbolizer = symbolizer if symbolizer is not None else Symbolizer()
         self.maps = self.symbolizer.maps
@@ -297,6 +312,25 @@ class ProfileBuilder:
         self.has_callchain = any(e.sample_type & S.CALLCHAIN for e in attrs)
         self.has_cpu = any(e.sample_type & S.CPU for e in attrs)
         self.has_time = any(e.sample_type & S.TIME for e in attrs)
+        # dwarf call graphs: the user part of each chain is unwound from the
+        # sample's registers and stack copy (perf's thread__resolve_callchain_unwind);
+        # PMUSCOPE_UNWIND=0 keeps the chains as the kernel wrote them
+        dwarf = S.REGS_USER | S.STACK_USER
+        self._umask = np.array([int(e.attr.sample_regs_user) if (e.sample_type & dwarf) == dwarf else 0
+                                for e in attrs], dtype=np.uint64)
+        if unwind is None:
+            unwind = os.environ.get("PMUSCOPE_UNWIND", "1") != "0"
+        self.unwinder = None
+        self._trunc_fid: int | None = None
+        if unwind and self.has_callchain and self._umask.any():
+            import platform
+
+            from ..unwind import Unwinder
+            from ..unwind.unwinder import ARCHES
+
+            a = arch or platform.machine()
+            if a in ARCHES:
+                self.unwinder = Unwinder(self.symbolizer, a)
         self._batches: list[SampleBatch] = []
         self._held: _Pending | None = None  # samples newer than the last flush limit
         self._queue: list[tuple[int, int, Any]] = []  # time-stamped side-band records not applied yet
@@ -326,7 +360,7 @@ class ProfileBuilder:
         # output parts
         self._out: dict[str, list[np.ndarray]] = {k: [] for k in (
             "pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf", "stack", "stack_len",
-            "raw", "raw_len")}
+            "raw", "raw_len", "truncated")}
 
     # --- session state -----------------------------------------------------------
     def comm_id(self, name: str) -> int:
@@ -444,7 +478,103 @@ class ProfileBuilder:
         if self.keep_raw:
             flat["raw"] = _concat_flat([(b.raw.copy(), b.raw_offsets) if b.raw is not None else
                                         (np.zeros(0, np.uint8), np.zeros(len(b) + 1, np.int64)) for b in bs])
+        if self.unwinder is not None:
+            self._dwarf_cols(bs, cols)
         return _Pending(cols, flat)
+
+    def _dwarf_cols(self, bs: list[SampleBatch], cols: dict[str, np.ndarray]) -> None:
+        """Registers (by perf register number), stack copies (rows) and
+        their mask and dyn_size: what the unwinder needs of each sample."""
+        from ..unwind.batch import NREGS, regs_matrix, stack_matrix
+
+        masks, regs, stacks, dyn = [], [], [], []
+        for b in bs:
+            n = len(b)
+            m = self._umask[b.attr_index]
+            if b.regs_user is None or b.stack_user is None or b.regs_user_abi is None:
+                masks.append(np.zeros(n, np.uint64))
+                regs.append(np.zeros((n, NREGS), np.uint64))
+                stacks.append(np.zeros((n, 0), np.uint8))
+                dyn.append(np.zeros(n, np.uint64))
+                continue
+            d = b.stack_user_dyn_size.astype(np.uint64, copy=False) if b.stack_user_dyn_size is not None \
+                else np.zeros(n, np.uint64)
+            # perf unwinds only samples with registers and a non-empty stack copy
+            # (thread__resolve_callchain_unwind)
+            m = np.where((b.regs_user_abi != 0) & (d > 0), m, np.uint64(0))
+            masks.append(m)
+            regs.append(regs_matrix(b.regs_user.astype(np.uint64, copy=False), b.regs_user_offsets, m))
+            stacks.append(stack_matrix(b.stack_user, b.stack_user_offsets))
+            dyn.append(d)
+        w = max(s.shape[1] for s in stacks)
+        stacks = [s if s.shape[1] == w else np.pad(s, ((0, 0), (0, w - s.shape[1]))) for s in stacks]
+        cols["umask"] = np.concatenate(masks)
+        cols["uregs"] = np.concatenate(regs)
+        cols["ustack"] = np.concatenate(stacks)
+        cols["udyn"] = np.minimum(np.concatenate(dyn), np.uint64(w))
+
+    def _truncated_frame(self) -> int:
+        """The frame perf prints where a dwarf chain ran out of stack copy:
+        ``ffffffffffffffff [unknown] ([unknown])``."""
+        if self._trunc_fid is None:
+            self._trunc_fid = int(self._new_frames(np.array([-1], np.int64), np.array([_M64], np.uint64),
+                                                   np.array([False]))[0])
+        return self._trunc_fid
+
+    def _unwind(self, p: _Pending) -> np.ndarray | None:
+        """Replace the user part of each dwarf sample's call chain with the
+        frames unwound from its registers and stack copy, joined as perf
+        joins them: the kernel part, then PERF_CONTEXT_USER and the user
+        frames leaf first. Returns the per-sample truncated flags."""
+        from ..unwind.batch import unwind_batch
+
+        c = p.cols
+        masks = c["umask"]
+        rows = np.flatnonzero(masks)
+        if not len(rows):
+            return np.zeros(len(masks), dtype=bool)
+        pids = c["pid"][rows].tolist()
+        spaces_of: dict[int, Any] = {}
+        for pid in set(pids):
+            spaces_of[pid] = self.symbolizer._space(pid)
+        chains, reasons = unwind_batch(self.unwinder, [spaces_of[q] for q in pids], c["uregs"][rows],
+                                       masks[rows], c["ustack"][rows], c["udyn"][rows])
+        trunc = np.zeros(len(masks), dtype=bool)
+        trunc[rows] = [r is not None for r in reasons]
+        cc, off = p.flat["cc"]
+        n = len(masks)
+        clen = np.zeros(n, dtype=np.int64)
+        clen[rows] = [len(c) for c in chains]
+        if not clen.any():
+            return trunc
+        import itertools
+
+        flat = np.fromiter(itertools.chain.from_iterable(chains), dtype=np.uint64, count=int(clen.sum()))
+        flat[flat == np.uint64(_M64)] = _TRUNC_HOLD  # values >= PERF_CONTEXT_MAX would read as markers
+        # the kernel part of each chain: up to its first PERF_CONTEXT_USER (all of it when none)
+        orig = np.diff(off)
+        pos = np.flatnonzero(cc == np.uint64(abi.PERF_CONTEXT_USER))
+        klen = orig.copy()
+        if len(pos):
+            s_of = np.searchsorted(off, pos, side="right") - 1
+            u, fi = np.unique(s_of, return_index=True)
+            klen[u] = pos[fi] - off[u]
+        ch = clen > 0
+        # each sample's new chain: kernel part, PERF_CONTEXT_USER, unwound frames
+        # (samples without unwound frames keep theirs), gathered from one array
+        both = np.concatenate((cc, np.array([abi.PERF_CONTEXT_USER], dtype=np.uint64), flat))
+        coff = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(clen, out=coff[1:])
+        starts = np.stack((off[:-1], np.full(n, len(cc)), len(cc) + 1 + coff[:-1]), axis=1).ravel()
+        counts = np.stack((np.where(ch, klen, orig), ch.astype(np.int64), clen), axis=1).ravel()
+        total = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=total[1:])
+        idx = np.repeat(starts - total[:-1], counts) + np.arange(int(total[-1]), dtype=np.int64)
+        per = counts.reshape(n, 3).sum(axis=1)
+        noff = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(per, out=noff[1:])
+        p.flat["cc"] = (both[idx], noff)
+        return trunc
 
     def _process_upto(self, limit: int | None) -> None:
         """Resolve buffered samples and apply queued side-band records with
@@ -752,6 +882,10 @@ class ProfileBuilder:
         out["comm"].append(c["comm"] if "comm" in c else self._comms_now(c["tid"]))
         kernel_ip = _KERNEL_MODES[c["cpumode"] & 7]
         leaf_n = n
+        if self.unwinder is not None and "umask" in c and "cc" in p.flat:
+            out["truncated"].append(self._unwind(p))
+        elif self.unwinder is not None:
+            out["truncated"].append(np.zeros(n, dtype=bool))
         if "cc" in p.flat:
             cc, off = p.flat["cc"]
             counts = np.diff(off)
@@ -776,6 +910,10 @@ class ProfileBuilder:
         else:
             all_ips, all_k, all_pid = c["ip"], kernel_ip, c["pid"]
         fids = self._frames_for(all_pid, all_ips, all_k)
+        if self.unwinder is not None:
+            cut = all_ips == _TRUNC_HOLD
+            if cut.any():
+                fids[cut] = self._truncated_frame()
         fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
         out["leaf"].append(fids[:leaf_n])
         if "cc" in p.flat:
@@ -816,7 +954,9 @@ class ProfileBuilder:
             frame_off=_grow(f["off"], np.uint64), frame_kernel=_grow(f["kernel"], bool),
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
-            lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source)
+            lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
+            truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
+            unwind_stats=self.unwinder.stats if self.unwinder is not None else None)
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
@@ -824,10 +964,12 @@ class ProfileBuilder:
 
 
 def build_profile(source: RecordSource, *, event_names: list[str] | None = None,
-                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, name: str = "") -> Profile:
+                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, name: str = "",
+                  unwind: bool | None = None, arch: str | None = None) -> Profile:
     """Build a :class:`Profile` from a :class:`~pmuscope.records.RecordSource`
     (one pass, chunk by chunk)."""
-    b = ProfileBuilder(source.attrs, event_names=event_names, symbolizer=symbolizer, keep_raw=keep_raw)
+    b = ProfileBuilder(source.attrs, event_names=event_names, symbolizer=symbolizer, keep_raw=keep_raw,
+                       unwind=unwind, arch=arch)
     feed = b.feed
     for item in source:
         feed(item)
@@ -904,13 +1046,19 @@ def _background(fn):
 
 
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
-                 kernel_symbols: bool | None = None) -> Profile:
+                 kernel_symbols: bool | None = None, unwind: bool | None = None) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
     :class:`~pmuscope.perfdata.PerfDataFile`) into a :class:`Profile`.
 
     Kernel addresses are named from this machine's ``/proc/kallsyms`` only when
     the file was recorded on the running kernel (same hostname and release in
     its header), unless ``kernel_symbols`` says otherwise.
+
+    Samples recorded with ``--call-graph dwarf`` (user registers and stack
+    copies) get their user call chains unwound from the binaries' DWARF CFI
+    (:mod:`pmuscope.unwind`), after the kernel part of the chain as perf
+    joins them; ``unwind=False`` (or ``PMUSCOPE_UNWIND=0``) keeps the
+    kernel's chains alone. ``Profile.unwind_stats`` says how many stopped early.
     """
     from ..perfdata import PerfDataFile
     from ._fastload import load_kernel_symbols, profile_source
@@ -923,8 +1071,11 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
             symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
         path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
         src = profile_source(pf, path)
+        from ..perfdata import Feature
+
+        arch = pf.features.get(Feature.ARCH)
         prof = build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
-                             name=pf.source)
+                             name=pf.source, unwind=unwind, arch=str(arch) if arch else None)
         if keep_raw:
             prof.tp_formats = _tracepoint_formats(pf)
         return prof
