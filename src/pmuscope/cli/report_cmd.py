@@ -173,8 +173,11 @@ def run(args: argparse.Namespace) -> int:
     prof = apply_filters(prof, args)
     if args.html:
         from ..profile.html_report import write_report_html
+        from ..progress import activity
 
-        print(f"pmuscope report: HTML report written to {write_report_html(prof, args.html)}", file=sys.stderr)
+        with activity("building the HTML report"):
+            written = write_report_html(prof, args.html)
+        print(f"pmuscope report: HTML report written to {written}", file=sys.stderr)
     folded = None
     if args.folded or args.flamegraph:
         from ..profile.export import folded_stacks, write_flamegraph
