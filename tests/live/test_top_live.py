@@ -75,3 +75,32 @@ def test_top_ends_when_the_process_exits():
         assert time.monotonic() - t0 < 20
     finally:
         proc.wait(10)
+
+
+def test_top_on_a_terminal_redraws_and_quits_on_q(tmp_path):
+    import os
+    import shutil
+
+    if shutil.which("script") is None:
+        pytest.skip("util-linux 'script' (a pseudo-terminal) is not installed")
+    log = tmp_path / "tty.log"
+    proc = subprocess.Popen(["script", "-qec", f"{sys.executable} -m pmuscope top -d 0.5", str(log)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=dict(os.environ, TERM="xterm"))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            if log.exists() and log.read_bytes().count(b"PerfTop:") >= 2:
+                break
+        proc.stdin.write(b"q")
+        proc.stdin.flush()
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    screen = log.read_bytes()
+    assert screen.count(b"PerfTop:") >= 2
+    assert b"\x1b[H\x1b[2J" in screen  # redrawn in place
+    assert b"\x1b[?1049h" in screen and b"\x1b[?1049l" in screen  # the terminal's screen restored

@@ -57,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     count = 1 if args.once else args.count
+    keys = _KeyReader(lambda: (stopped.append(0), top.rec.stop())) if tty and sys.stdin.isatty() else None
+    if tty:
+        sys.stdout.write("\x1b[?1049h\x1b[?25l")  # the alternate screen, no cursor (left as it was on exit)
     try:
+        if keys is not None:
+            keys.start()
         top.start()
         for note in top.notes:
             print(f"pmuscope top: note: {note}", file=sys.stderr)
@@ -80,5 +85,55 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if keys is not None:
+            keys.close()
+        if tty:
+            sys.stdout.write("\x1b[?25h\x1b[?1049l")
+            sys.stdout.flush()
         top.close()
     return 0
+
+
+class _KeyReader:
+    """q on the terminal ends top: stdin in cbreak mode, read by a thread."""
+
+    def __init__(self, on_quit) -> None:
+        import threading
+
+        self.on_quit = on_quit
+        self.fd = sys.stdin.fileno()
+        self.saved = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pmuscope-top-keys", daemon=True)
+
+    def start(self) -> None:
+        import termios
+        import tty as _tty
+
+        try:
+            self.saved = termios.tcgetattr(self.fd)
+            _tty.setcbreak(self.fd)
+        except termios.error:
+            return
+        self._thread.start()
+
+    def _run(self) -> None:
+        import os
+        import select
+
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self.fd], [], [], 0.2)
+            if ready:
+                ch = os.read(self.fd, 1)
+                if ch in (b"q", b"Q", b""):
+                    self.on_quit()
+                    return
+
+    def close(self) -> None:
+        import termios
+
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(1)
+        if self.saved is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
