@@ -104,3 +104,31 @@ def test_annotate_from_the_browser(perf_bin, tmp_path):
     assert "Annotate work" in shots[1] and "Source code & Disassembly of hot" in shots[1]
     assert "addsd" in shots[1] or "divsd" in shots[1]
     assert "Annotate" not in shots[2] and "work" in shots[2]
+
+
+def test_switch_events(perf_bin, tmp_path):
+    from pmuscope.profile import load_profile
+    from pmuscope.tui.report_app import ReportApp
+
+    data = str(tmp_path / "two.data")
+    r = subprocess.run([perf_bin, "record", "-q", "-e", "cpu-clock,task-clock", "-o", data, "--", sys.executable,
+                        "-m", "pmuscope.workloads", "busy", "0.3"], capture_output=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"perf record failed here: {r.stderr[-200:]}")
+    app = ReportApp(load_profile(data))
+    shots = []
+
+    async def go():
+        async with app.run_test(size=(150, 45)) as pilot:
+            await pilot.pause(0.05)
+            shots.append(app.screen_text())
+            await pilot.press("e")
+            await pilot.pause(0.05)
+            shots.append(app.screen_text())
+            await pilot.press("tab")
+            await pilot.pause(0.05)
+            shots.append(app.screen_text())
+    asyncio.run(go())
+    assert "of event 'cpu-clock'" in shots[0]
+    assert "of event 'task-clock'" in shots[1]
+    assert "of event 'cpu-clock'" in shots[2]

@@ -81,3 +81,13 @@ def test_expand_zoom_search_sort_back():
 def test_zoom_needs_the_column():
     app, prof, screens = _drive([("k", "k"), ("t",)], sort=("comm", "dso", "sym"))
     assert "no comm column in this sort" in screens[-1][1]
+
+
+def test_call_graph_levels_expand_one_by_one():
+    app, prof, screens = _drive([("enter",), ("down", "enter")], sort=("sym",))
+    one, two = screens[1][1].splitlines(), screens[2][1].splitlines()
+    depth1 = [ln for ln in one if ln.startswith("    ") and not ln.startswith("        ")]
+    assert depth1, screens[1][1][:1500]
+    if depth1[0].lstrip()[:2] == "+ ":  # that caller has callers of its own: they appear under it
+        assert any(ln.startswith("        ") for ln in two)
+    assert len(two) >= len(one)

@@ -149,21 +149,27 @@ class ReportApp(App):
             ch = f"{row.children:7.2f}%  " if row.children is not None else ""
             label = f"{ch}{row.overhead:7.2f}%  {cells}"
             has_chain = row.callchain is not None and bool(row.callchain.roots)
-            node = tree.root.add(label, data=row, allow_expand=has_chain)
-            if has_chain:
-                self._add_chain(node, row.callchain.roots, total)
+            tree.root.add(label, data=row, allow_expand=has_chain)
             shown += 1
         self.rows_shown = shown
         if tree.root.children:
             tree.move_cursor(tree.root.children[0])
         self._header()
 
-    def _add_chain(self, parent, nodes, total: float, depth: int = 0) -> None:
-        for n in nodes:
-            label = f"{100.0 * n.period / total:6.2f}%  {n.sym}"
-            kid = parent.add(label, data=n, allow_expand=bool(n.children))
-            if n.children and depth < 64:
-                self._add_chain(kid, n.children, total, depth + 1)
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        """Call-graph levels are added when their parent is first expanded
+        (a large report has thousands of rows with deep graphs)."""
+        node = event.node
+        if node.children or self.report is None:
+            return
+        data = node.data
+        if hasattr(data, "callchain"):  # a report row
+            kids = data.callchain.roots if data.callchain is not None else []
+        else:  # a call-graph node
+            kids = data.children
+        total = float(self.report.total_period) or 1.0
+        for n in kids or []:
+            node.add(f"{100.0 * n.period / total:6.2f}%  {n.sym}", data=n, allow_expand=bool(n.children))
 
     def _header(self) -> None:
         rep = self.report
