@@ -65,7 +65,7 @@ class ReportApp(App):
         Binding("slash", "search", "Search"),
         Binding("k", "next_sort", "Sort"),
         Binding("e", "next_event", "Event"),
-        Binding("tab", "next_event", "Event", show=False),
+        Binding("tab", "next_event", "Event", show=False, priority=True),
         Binding("a", "annotate", "Annotate"),
         Binding("b", "back", "Back"),
         Binding("escape", "back", "Back", show=False),
