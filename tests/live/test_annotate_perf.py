@@ -106,3 +106,26 @@ def test_annotate_errors_are_one_line(recording, monkeypatch, args, env, msg):
     r = _pmuscope("-i", str(d / "hot.data"), *args)
     assert r.returncode != 0
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_annotate_shared_library_symbol_matches_perf(perf_bin, tmp_path):
+    """The hottest symbol of a Python workload (in libpython or the python
+    binary, where link-time addresses and file offsets may differ): every
+    instruction's share equal to perf annotate's."""
+    data = str(tmp_path / "py.data")
+    r = subprocess.run([perf_bin, "record", "-q", "-e", "cpu-clock", "-o", data, "--", sys.executable, "-m",
+                        "pmuscope.workloads", "busy", "0.5"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"perf record failed here: {r.stderr.strip()[-200:]}")
+    j = _pmuscope("-i", data, "--json")
+    assert j.returncode == 0, j.stderr
+    sym = json.loads(j.stdout)["annotations"][0]["symbol"]
+    theirs = _shares(subprocess.run([perf_bin, "annotate", "--stdio", "-s", sym, "-i", data], capture_output=True,
+                                    text=True, timeout=300).stdout)
+    if not theirs:
+        pytest.skip(f"perf annotate printed nothing for {sym}")
+    ours = _shares(_pmuscope("-i", data, "-s", sym).stdout)
+    assert set(ours) == set(theirs)
+    assert max(abs(ours[a][0] - theirs[a][0]) for a in theirs) <= 1.0
+    hot = max(theirs, key=lambda a: theirs[a][0])
+    assert ours[hot][0] == max(v for v, _ in ours.values())
