@@ -173,15 +173,15 @@ def annotate_symbol(p: Profile, name: str, *, dso: str | None = None, event: str
                      has_source=bool(source))
     by_addr: dict[int, AnnotatedLine] = {}
     body = r.stdout.split("\n")
-    # skip objdump's banner: keep from the symbol's "<addr> <name>:" line on
+    # skip objdump's banner (the file name and format): keep from
+    # "Disassembly of section" on, blank lines included, as perf shows them
     began = False
     for raw in body:
         line = raw.rstrip()
         if not began:
-            if re.match(r"^[0-9a-f]+ <.*>:$", line):
+            if line.startswith("Disassembly of section"):
                 began = True
-            continue
-        if not line:
+                ann.lines.append(AnnotatedLine(line))
             continue
         m = _INSN.match(line)
         if m and m.group(2) and not line.startswith("/"):
@@ -191,6 +191,8 @@ def annotate_symbol(p: Profile, name: str, *, dso: str | None = None, event: str
             ann.lines.append(ln)
         else:
             ann.lines.append(AnnotatedLine(line))
+    while ann.lines and ann.lines[-1].addr is None and not ann.lines[-1].text:
+        ann.lines.pop()
     ins = np.array(sorted(by_addr), dtype=np.int64)
     if len(ins):
         # a sample belongs to the instruction starting at or before its address
@@ -213,10 +215,10 @@ def format_annotation(ann: Annotation) -> str:
     """perf annotate --stdio's layout: ``Percent | Source code & Disassembly``."""
     title = (f" Percent |\tSource code & Disassembly of {os.path.basename(ann.dso)} for {ann.event} "
              f"({ann.samples} samples, percent: local period)")
-    out = [title, "-" * (len(title.expandtabs()) + 2)]
+    out = [title, "-" * (len(title) + 5)]  # perf: the printed length (tab and newline included) + 4
     for ln in ann.lines:
         if ln.addr is None:
-            out.append(f"         :   {ln.text}")
+            out.append(f"         :   {ln.text}".rstrip())
         else:
             out.append(f"{ln.percent:8.2f} :   {ln.addr:x}:   {ln.text}")
     return "\n".join(out) + "\n"
