@@ -159,7 +159,10 @@ class Top:
         """The samples since the last refresh, as a Profile (the builder's
         output columns are emptied: memory stays bounded by one interval)."""
         prof = self._builder.finish(stats=self._stats)
-        for parts in self._builder._out.values():
+        # why: finish() leaves the builder able to go on (its session state,
+        # frame caches and symbol tables stay); only the per-sample output
+        # columns are dropped, so the next refresh starts from zero samples
+        for parts in getattr(self._builder, "_out", {}).values():
             parts.clear()
         return prof
 
