@@ -56,6 +56,13 @@ def test_diff_matches_perf_diff(perf_bin, tmp_path):
     top_m = [(k, v) for k, v in mine.items()][:10]
     assert sorted(top_p) == sorted(top_m)
     assert [v for _, v in top_p] == [v for _, v in top_m]
+    # --json: the same numbers, unrounded
+    (ev,) = json.loads(_pmuscope(old, new, "--json"))["events"]
+    assert ev["event"].startswith("cpu-clock") and ev["old"] == [old] and ev["new"] == [new]
+    first = ev["rows"][0]
+    assert (first["dso"], first["sym"]) == top_p[0][0]
+    assert abs(first["delta"] - float(top_p[0][1][1].rstrip("%"))) <= 0.0051
+    assert "ci95" not in first  # one recording a side: no interval
 
 
 def test_diff_repeats_ci(perf_bin, tmp_path):
