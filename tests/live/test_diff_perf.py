@@ -51,9 +51,10 @@ def test_diff_matches_perf_diff(perf_bin, tmp_path):
     # symbolizers name differently may be missing on each side; allow 2%)
     same = [k for k in theirs if mine.get(k) == theirs[k]]
     assert len(same) >= 0.98 * len(theirs), sorted(set(theirs.items()) - set(mine.items()))[:20]
-    # the ten biggest changes, in perf's order (ties aside)
-    top_p = [(k, v) for k, v in theirs.items()][:10]
-    top_m = [(k, v) for k, v in mine.items()][:10]
+    # the big changes (|delta| >= 1 point), in perf's order
+    big = lambda rows: [(k, v) for k, v in rows.items() if v[1] and abs(float(v[1].rstrip("%"))) >= 1.0]  # noqa: E731
+    top_p, top_m = big(theirs), big(mine)
+    assert top_p
     assert sorted(top_p) == sorted(top_m)
     assert [v for _, v in top_p] == [v for _, v in top_m]
     # --json: the same numbers, unrounded
