@@ -60,11 +60,16 @@ class TopSnapshot:
     rows: list[TopRow] = field(default_factory=list)
     target: str = "system-wide"
     notes: list[str] = field(default_factory=list)
+    #: share of the interval's samples taken in the kernel (percent)
+    kernel_pct: float = 0.0
+    freq: int | None = None
+    #: perf top's target text: "all, N CPUs" or "target_pid: N"
+    perf_target: str = ""
 
     def to_json(self) -> dict:
         return {"event": self.event, "target": self.target, "sort": list(self.sort), "interval": self.interval,
                 "samples": self.samples, "total_samples": self.total_samples, "lost": self.lost,
-                "rows": [r.as_json() for r in self.rows]}
+                "kernel_pct": round(self.kernel_pct, 2), "rows": [r.as_json() for r in self.rows]}
 
 
 class Top:
@@ -204,16 +209,23 @@ class Top:
         rows = sorted(self._acc.values(), key=lambda r: -r.period)
         for r in rows:
             r.overhead = 100.0 * r.period / total
+        kernel = float((prof.cpumode == 1).sum()) * 100.0 / n if n else 0.0  # PERF_RECORD_MISC_KERNEL
+        attr = self.rec.attrs[0]
+        freq = int(attr.sample_freq) if attr.freq else None
+        perf_target = (f"target_pid: {','.join(map(str, self._pids))}" if self._pids
+                       else f"all, {len(self.rec.cpus)} CPU{'s' if len(self.rec.cpus) != 1 else ''}")
         return TopSnapshot(self.event, self.sort, round(interval, 3), n, self._total, int(self._stats.lost),
-                           rows, self.target, self.notes)
+                           rows, self.target, self.notes, kernel, freq, perf_target)
 
 
 def format_top(snap: TopSnapshot, *, rows: int | None = None, width: int | None = None) -> str:
     """perf top --stdio's screen: a header line, then ``Overhead  <keys>``."""
     from .profile.report import _HEADERS
 
-    head = (f"   PerfTop: {snap.samples / max(snap.interval, 1e-9):8.0f} irqs/sec  [{snap.event}]  "
-            f"({snap.target}, {snap.samples} samples in {snap.interval:.1f}s, lost {snap.lost})")
+    # perf top's header (perf_top__header_snprintf), less its exact/drop counts
+    rate = f"{snap.freq}Hz " if snap.freq else ""
+    head = (f"   PerfTop: {snap.samples / max(snap.interval, 1e-9):8.0f} irqs/sec  kernel:{snap.kernel_pct:4.1f}%  "
+            f"lost: {snap.lost}/{snap.samples}  [{rate}{snap.event}],  ({snap.perf_target})")
     out = [head, "-" * min(len(head), width or len(head)), ""]
     shown = snap.rows[:rows] if rows else snap.rows
     widths = {k: max([len(_HEADERS[k])] + [len(r.display.get(k, r.keys[k])) for r in shown]) for k in snap.sort}
