@@ -60,3 +60,23 @@ def test_report_loading_progress_only_when_asked():
     shown = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert "loading perf-g-small.data: 100.0%" in shown.stderr
     assert shown.stdout == quiet.stdout
+
+
+def test_loading_progress_on_a_real_terminal(tmp_path):
+    import os
+    import shutil
+
+    import pytest
+
+    if shutil.which("script") is None:
+        pytest.skip("util-linux 'script' (a pseudo-terminal) is not installed")
+    f = str(DATA / "perfdata" / "perf-g-small.data")
+    log = tmp_path / "tty.log"
+    env = {k: v for k, v in os.environ.items() if k != "PMUSCOPE_PROGRESS"}
+    env["PMUSCOPE_PROGRESS_DELAY"] = "0"
+    r = subprocess.run(["script", "-qec", f"{sys.executable} -m pmuscope report --stdio -i {f}", str(log)],
+                       capture_output=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0
+    screen = log.read_bytes().decode("utf-8", "replace")
+    assert "loading perf-g-small.data: 100.0%" in screen and "\r\x1b[K" in screen
+    assert "_PyObject_Free" in screen
