@@ -101,6 +101,7 @@ def track_chunks(chunks: Iterable, total: int | None, label: str) -> Iterator:
         for item in chunks:
             yield item
             prog.update(len(item[1]))
+        prog.update(0, force=True)  # the last state, however soon after the one before
     finally:
         prog.close()
 
