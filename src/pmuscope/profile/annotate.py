@@ -31,6 +31,8 @@ from ..errors import PmuscopeError
 from .model import Profile
 
 _INSN = re.compile(r"^\s*([0-9a-f]+):\s*(.*)$")
+#: objdump -l's location lines: "/path/file.c:42" or "/path/file.c:42 (discriminator 3)"
+_LOCATION = re.compile(r"^\S*[./]\S*:(\d+)(?: \(discriminator \d+\))?$")
 
 
 @dataclass
@@ -42,10 +44,16 @@ class AnnotatedLine:
     samples: int = 0
     period: float = 0.0
     percent: float = 0.0
+    #: a source line's number in its file (None for other text)
+    line_no: int | None = None
+    #: objdump -l's "FILE:LINE" marker (not printed in the text layout; perf numbers the source lines instead)
+    location: str | None = None
 
     def as_json(self) -> dict:
+        if self.location is not None:
+            return {"location": self.location}
         if self.addr is None:
-            return {"source": self.text}
+            return {"source": self.text, "line": self.line_no} if self.line_no is not None else {"source": self.text}
         return {"addr": self.addr, "insn": self.text, "percent": round(self.percent, 4), "samples": self.samples,
                 "period": int(self.period)}
 
@@ -176,6 +184,8 @@ def annotate_symbol(p: Profile, name: str, *, dso: str | None = None, event: str
     # skip objdump's banner (the file name and format): keep from
     # "Disassembly of section" on, blank lines included, as perf shows them
     began = False
+    marker: int | None = None  # the line of the last "FILE:LINE" location (objdump -l)
+    block: list[AnnotatedLine] = []  # the source lines printed after it (objdump -S)
     for raw in body:
         line = raw.rstrip()
         if not began:
@@ -189,8 +199,21 @@ def annotate_symbol(p: Profile, name: str, *, dso: str | None = None, event: str
             ln = AnnotatedLine(m.group(2).rstrip(), addr)
             by_addr[addr] = ln
             ann.lines.append(ln)
-        else:
-            ann.lines.append(AnnotatedLine(line))
+            marker, block = None, []
+            continue
+        loc = _LOCATION.match(line) if source else None
+        if loc:
+            ann.lines.append(AnnotatedLine(line, location=line))
+            marker, block = int(loc.group(1)), []
+            continue
+        ln = AnnotatedLine(line)
+        ann.lines.append(ln)
+        if marker is not None and line:
+            # objdump -S prints the source lines up to the location's line:
+            # number the block backwards from it
+            block.append(ln)
+            for i, b in enumerate(reversed(block)):
+                b.line_no = marker - i if marker - i > 0 else None
     while ann.lines and ann.lines[-1].addr is None and not ann.lines[-1].text:
         ann.lines.pop()
     ins = np.array(sorted(by_addr), dtype=np.int64)
@@ -217,8 +240,11 @@ def format_annotation(ann: Annotation) -> str:
              f"({ann.samples} samples, percent: local period)")
     out = [title, "-" * (len(title) + 5)]  # perf: the printed length (tab and newline included) + 4
     for ln in ann.lines:
+        if ln.location is not None:
+            continue  # perf shows the line numbers on the source lines instead
         if ln.addr is None:
-            out.append(f"         :   {ln.text}".rstrip())
+            num = "" if ln.line_no is None else str(ln.line_no)
+            out.append(f"         : {num:<5}{ln.text}".rstrip())
         else:
             out.append(f"{ln.percent:8.2f} :   {ln.addr:x}:   {ln.text}")
     return "\n".join(out) + "\n"
