@@ -82,6 +82,9 @@ def test_annotate_matches_perf_annotate(recording):
     head = r.stdout.splitlines()[0]
     assert head.startswith(" Percent |\tSource code & Disassembly of hot for cpu-clock (")
     assert "s += a[i] * a[i] / (1.0 + a[i]);" in r.stdout
+    # source lines carry their line numbers in hot.c (SOURCE starts with an empty line)
+    assert re.search(r"^\s+: 8\s+s \+= a\[i\]", r.stdout, re.M), r.stdout[:3000]
+    assert re.search(r"^\s+: 4\s+__attribute__", r.stdout, re.M)
 
 
 def test_annotate_json_and_default_symbol(recording):
