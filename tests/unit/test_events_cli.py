@@ -40,7 +40,7 @@ def test_attr_json_has_every_field_as_int(capsys):
 
 
 def test_attr_text_and_raw(capsys):
-    code, out, _ = run_cli(capsys, "attr", "--sysfs", INTEL, "--nonzero", "uncore_imc_0/cas_count_read/")
+    code, out, _ = run_cli(capsys, "attr", "--sysfs", INTEL, "--all", "--nonzero", "uncore_imc_0/cas_count_read/")
     assert code == 0
     assert "# uncore_imc_0/cas_count_read/  (pmu uncore_imc_0; scale 6.10352e-05 MiB; cpus 0,28)" in out
     assert "  config                     0x304" in out and "  type                       13" in out

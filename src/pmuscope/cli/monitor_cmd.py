@@ -19,14 +19,17 @@ DESCRIPTION = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-e", "--event", dest="events", action="append", required=True, metavar="EVENTS",
-                        help="event list, as for perf stat (repeatable): -e cycles,instructions")
+    parser.add_argument("-e", "--event", dest="events", action="append", metavar="EVENTS",
+                        help="event list, as for perf stat (repeatable): -e cycles,instructions (default: perf "
+                             "stat's default events; the hardware ones only where they open)")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-a", "--all-cpus", action="store_true", help="every online CPU (the default)")
     target.add_argument("-C", "--cpu", metavar="LIST", help="these CPUs: 0-3,8")
     target.add_argument("-p", "--pid", type=int, metavar="PID", help="the threads of this process, one row per thread")
     parser.add_argument("-I", "--interval", type=float, required=True, metavar="MS", help="interval in milliseconds (>= 0.1)")
     parser.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: Ctrl-C or process exit)")
+    parser.add_argument("--interval-count", type=int, metavar="N", help="stop after N intervals (perf stat's "
+                                                                           "--interval-count)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' for standard output)")
     parser.add_argument("--format", choices=("parquet", "csv", "jsonl"), help="default: from FILE's extension, else csv")
     parser.add_argument("--no-group", action="store_true", help="read each event alone instead of one group per PMU")
@@ -74,6 +77,26 @@ class _Progress:
             sys.stderr.flush()
 
 
+def default_monitor_events(system_wide: bool) -> list:
+    """perf stat's default events (cpu-clock system-wide, task-clock per
+    process, the software events, the hardware ones) less the ones that do
+    not open here: a data set has no column for ``<not supported>``."""
+    from ..errors import PmuscopeError as _Err
+    from ..kernel import PerfEventFd
+    from .stat_cmd import default_events
+
+    out = []
+    for spec in default_events(system_wide):
+        probe = spec.attr.copy()
+        probe.exclude_kernel = 1
+        try:
+            PerfEventFd(probe, pid=0, cpu=-1).close()
+        except _Err:
+            continue
+        out.append(spec)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from ..counting.monitor import Monitor
     from ..counting.writers import format_for_path, open_writer
@@ -92,9 +115,13 @@ def run(args: argparse.Namespace) -> int:
             raise PmuscopeError(f"--{opt.replace('_', '-')} {v}: must be a positive number of milliseconds")
     if args.pid is not None and args.pid <= 0:
         raise PmuscopeError(f"-p {args.pid}: expected a process id (a positive number)")
+    if args.interval_count is not None and args.interval_count < 1:
+        raise PmuscopeError(f"--interval-count {args.interval_count}: must be at least 1")
     fmt = args.format or format_for_path(args.output)
+    events = args.events or default_monitor_events(system_wide=args.pid is None)
     mon = Monitor(
-        args.events,
+        events,
+        count=args.interval_count,
         cpus=args.cpu,
         pid=args.pid,
         interval_ms=args.interval,

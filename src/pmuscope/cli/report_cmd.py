@@ -61,7 +61,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
     p.add_argument("-s", "--sort", metavar="KEYS", help="sort keys: comm,pid,tid,dso,sym,cpu in any order "
                                                         "(default comm,dso,sym)")
-    p.add_argument("--stdio", action="store_true", help="text output (the only interface; accepted for perf users)")
+    p.add_argument("--stdio", action="store_true", help="text output (the default when standard output is not a terminal; on a "
+                   "terminal the interactive browser opens otherwise)")
     ch = p.add_mutually_exclusive_group()
     ch.add_argument("--children", dest="children", action="store_true", default=None,
                     help="add the Children column: each sample also counts for its callers")
@@ -161,6 +162,19 @@ def unwind_note(prof, command: str) -> None:
         print(f"pmuscope {command}: {st.summary()}", file=sys.stderr)
 
 
+def _interactive(args: argparse.Namespace) -> bool:
+    """The browser (pmuscope.tui.report_app) when standard output is a
+    terminal, no other output was asked for and textual is installed;
+    otherwise the text, unchanged."""
+    if args.stdio or args.json or args.folded or args.flamegraph or args.html or args.show_nr_samples:
+        return False
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("textual") is not None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..profile.model import load_profile
     from ..profile.report import format_report, parse_sort, report_json, reports_by_event
@@ -175,8 +189,11 @@ def run(args: argparse.Namespace) -> int:
     prof = apply_filters(prof, args)
     if args.html:
         from ..profile.html_report import write_report_html
+        from ..progress import activity
 
-        print(f"pmuscope report: HTML report written to {write_report_html(prof, args.html)}", file=sys.stderr)
+        with activity("building the HTML report"):
+            written = write_report_html(prof, args.html)
+        print(f"pmuscope report: HTML report written to {written}", file=sys.stderr)
     folded = None
     if args.folded or args.flamegraph:
         from ..profile.export import folded_stacks, write_flamegraph
@@ -203,6 +220,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(report_json(reps) + "\n")
         return 0
     children = prof.has_callchain if args.children is None else args.children
+    if _interactive(args):
+        from ..tui.report_app import run_browser
+
+        return run_browser(prof, sort=sort, children=children, call_graph=kw["call_graph"],
+                           percent_limit=args.percent_limit, source=args.input)
     reps = reports_by_event(prof, sort, children=children, **kw)
     out = []
     for rep in reps:

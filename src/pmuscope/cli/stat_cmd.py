@@ -249,14 +249,17 @@ def run(args: argparse.Namespace) -> int:
     pids = _split_ints(args.pid, "PID") if args.pid else None
     tids = _split_ints(args.tid, "TID") if args.tid else None
     cpus = args.cpu if args.cpu else ("all" if system_wide else None)
-    if command:
+    # perf's print_header order: -a, then -C, then the command, then -p/-t
+    if args.all_cpus:
+        target = "'system wide'"
+    elif args.cpu:
+        target = f"'CPU(s) {args.cpu}'"
+    elif command:
         target = "'" + " ".join(command) + "'"
     elif pids:
         target = f"process id '{args.pid}'"
     elif tids:
         target = f"thread id '{args.tid}'"
-    elif args.cpu:
-        target = f"'CPU(s) {args.cpu}'"
     else:
         target = "'system wide'"
 

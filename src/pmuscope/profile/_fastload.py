@@ -396,6 +396,11 @@ def profile_source(pf, path: str | None = None):
     chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
     if chunks is None:
         chunks = pf.raw_chunks(ordered=pf.directory_format)  # as PerfDataFile.records()
+    from ..progress import enabled, track_chunks
+
+    if enabled():  # a line on a terminal's stderr while a large file loads
+        size = getattr(getattr(getattr(pf, "header", None), "data", None), "size", None)
+        chunks = track_chunks(chunks, size or None, f"loading {os.path.basename(path or 'perf.data')}")
     return RoundSource(chunks, table) if round_safe(table) else RecordSource(chunks, table)
 
 
