@@ -240,7 +240,6 @@ def test_main_job_folded_stacks_show_python_functions(tmp_path):
     stacks (demo -> busy_iterations -> fib), interleaved with the evaluator's
     C frames. Needs pmuscope's DWARF unwinder (``pmuscope.unwind``) to walk
     libpython, which has no frame pointers; enabled by its presence."""
-    pytest.importorskip("pmuscope.unwind", reason="needs pmuscope's DWARF unwinder (pmuscope.unwind) to walk libpython")
     from pmuscope.profile import folded_stacks, load_profile
 
     data = tmp_path / "demo.data"
@@ -263,6 +262,25 @@ def test_main_job_folded_stacks_show_python_functions(tmp_path):
     # between two Python functions sit the evaluator's C frames
     assert any(re.search(r"py::busy_iterations:[^;]*;(?:[^;]*;)*_PyEval_EvalFrameDefault;(?:[^;]*;)*py::fib:", s)
                for s in folded)
+
+
+def test_readme_main_job_prints_the_python_functions(tmp_path):
+    """`pmuscope profile -- python3 -m pmuscope.workloads demo` (the README's first
+    command) picks DWARF stacks here (libpython keeps no frame pointers) and prints
+    the workload's Python functions and call paths, as py-spy would."""
+    r = subprocess.run(PM + ["profile", "-o", str(tmp_path / "p"), "--", sys.executable, "-m",
+                             "pmuscope.workloads", "demo"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "# Python functions" in out and "# Hottest Python call paths" in out, out
+    table = out.split("# Python functions", 1)[1].split("# Hottest", 1)[0].splitlines()[1:]
+    rows = {line.split()[2]: float(line.split()[0].rstrip("%"))
+            for line in table if line.startswith("  ") and line.split()[0].endswith("%")}
+    for func in ("demo", "fib", "busy_iterations"):
+        assert rows.get(func, 0) > 5, (func, rows)
+    assert re.search(r"demo -> busy_iterations -> fib", out), out
+    folded = (tmp_path / "p.folded").read_text()
+    assert "py::busy_iterations:" in folded
 
 
 def _samples(script_text: str) -> list[list[str]]:

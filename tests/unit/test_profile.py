@@ -287,3 +287,26 @@ def test_every_fixture_reports(shared_fixtures, name, samples):
     if name.endswith("callgraph-3.8"):
         assert samples == 1768
         assert p.has_callchain and (np.diff(p.stack_offsets) >= 2).mean() > 0.5
+
+
+def test_profile_python_summary_from_folded_stacks():
+    """profile's Python table: Total counts a function once per sample wherever it
+    is on the stack, Own where it is the innermost Python frame; call paths fold
+    recursion and keep the innermost four functions."""
+    from collections import Counter
+
+    from pmuscope.cli.profile_cmd import python_summary
+
+    folded = Counter({
+        "python3;py::main:/w/app.py;_PyEval_EvalFrameDefault;py::work:/w/app.py;py::fib:/w/app.py;py::fib:/w/app.py;"
+        "_PyEval_EvalFrameDefault": 60,
+        "python3;py::main:/w/app.py;py::io:/w/app.py;read": 30,
+        "python3;_start;main": 10,
+    })
+    text = python_summary(folded, 10)
+    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    table = {ln[2]: (ln[0], ln[1]) for ln in lines if len(ln) >= 3 and ln[1].endswith("%") and "->" not in ln}
+    assert table["main"] == ("90.00%", "0.00%") and table["fib"] == ("60.00%", "60.00%")
+    assert table["io"] == ("30.00%", "30.00%")
+    assert "  60.00%  main -> work -> fib" in text and "  30.00%  main -> io" in text
+    assert python_summary(Counter({"python3;_start;main": 5}), 10) == ""
