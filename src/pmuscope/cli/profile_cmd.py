@@ -71,16 +71,17 @@ def run(args: argparse.Namespace) -> int:
 
         raise output_error(FileNotFoundError(_errno.ENOENT, os.strerror(_errno.ENOENT)), data_path)
     callgraph: bool | str = False
+    why = None
     if not args.no_call_graph:
         from ..unwind.framepointers import choose_call_graph
 
         callgraph, why = choose_call_graph(args.call_graph, command, pids, args.all_cpus or bool(args.cpu))
-        if why:
-            print(f"pmuscope profile: {why}", file=sys.stderr)
     rec = Recorder(",".join(args.event) or None, freq=args.freq, period=args.count,  # None: 4000 Hz, lowered to the kernel limit
                    callgraph=callgraph, pid=pids, cpus=args.cpu, system_wide=args.all_cpus,
                    cmd=command or None, output=data_path, mmap_pages=args.mmap_pages,
                    python_frames=not args.no_python_frames)
+    if why:  # said once the options are known to be good (with the recorder's other notes)
+        rec.notes.insert(0, why)
     result, interrupted = run_recorder(rec, args.duration, "pmuscope profile")
     print(result.summary("pmuscope profile"), file=sys.stderr)
     prof = load_profile(data_path)

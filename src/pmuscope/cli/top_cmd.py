@@ -12,6 +12,8 @@ import shutil
 import signal
 import sys
 
+from ..errors import PmuscopeError
+
 USES_NUMPY = True
 HELP = "live sampling with a symbol table refreshed every -d seconds, like perf top (--stdio, --once --json)"
 DESCRIPTION = __doc__ + """
@@ -45,6 +47,16 @@ def run(args: argparse.Namespace) -> int:
     from ..top import Top, format_top, top_json
     from .report_cmd import _ints
 
+    import math
+
+    if not (math.isfinite(args.delay) and 0.01 <= args.delay <= 86_400):
+        raise PmuscopeError(f"-d {args.delay}: the refresh delay must be between 0.01 and 86400 seconds")
+    if args.count is not None and args.count < 1:
+        raise PmuscopeError(f"-n {args.count}: the number of refreshes must be at least 1")
+    if args.rows is not None and not 1 <= args.rows <= 1_000_000:
+        raise PmuscopeError(f"--rows {args.rows}: must be at least 1")
+    if args.freq is not None and args.freq <= 0:
+        raise PmuscopeError(f"-F {args.freq}: the sample frequency must be positive")
     sort = parse_sort(args.sort)
     pids = _ints(args.pid, "pid") if args.pid else None
     top = Top(args.event, pid=pids, cpus=args.cpu, freq=args.freq, sort=sort, delay=args.delay, zero=args.zero)
