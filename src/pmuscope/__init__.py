@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
     # sampling side
     "Symbolizer": ".symbols", "PerfDataFile": ".perfdata", "PerfDataWriter": ".perfdata",
     "record": ".sampling", "Recorder": ".sampling", "RecordResult": ".sampling",
+    "on_overflow": ".sampling.overflow", "OverflowInfo": ".sampling.overflow",
     "load_profile": ".profile", "Profile": ".profile", "build_report": ".profile",
     # microscopy
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
