@@ -30,23 +30,19 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeline", metavar="FILE", help="with --switches: write which tid ran on the CPU, when (.csv, .npz)")
     p.add_argument("-o", "--output", help="write the series (.parquet, .csv, .npz)")
     p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
-    p.add_argument("--explain", action="store_true", help="say which counter-read paths are active here, and why")
+    p.add_argument("--explain", action="store_true", help="list each event's fd, rdpmc index and read path (with -e and a target), and why")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD: run CMD alone, then observed, and report the slowdown")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import PmuscopeError
-    from ..observe import explain, write_series
+    from ..observe import write_series
     from ..observe.observer import Observer, run_with_baseline
 
     if args.explain:
-        info = explain()
-        if args.json:
-            print(json.dumps(info))
-        else:
-            for k, v in info.items():
-                print(f"{k:>16}: {v}")
-        return 0
+        from ..observe.explain_events import print_explain
+
+        return print_explain(args, sys.stdout)
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     tol = args.tolerance / 100.0
     if cmd:
