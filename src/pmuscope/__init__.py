@@ -52,7 +52,7 @@ _LAZY: dict[str, str] = {
 }
 #: submodules reachable as attributes (``pmuscope.regions.table()``)
 _SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "memory": ".memory", "kernel": ".kernel", "events": ".events",
-               "serve": ".serve", "export": ".export"}
+               "serve": ".serve", "export": ".export", "tags": ".tags"}
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)

@@ -30,6 +30,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeline", metavar="FILE", help="with --switches: write which tid ran on the CPU, when (.csv, .npz)")
     p.add_argument("-o", "--output", help="write the series (.parquet, .csv, .npz)")
     p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
+    p.add_argument("--tags", action="store_true", help="read the target's tags (pmuscope.tags) with every sample: tag:<name> columns")
     p.add_argument("--explain", action="store_true", help="list each event's fd, rdpmc index and read path (with -e and a target), and why")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD: run CMD alone, then observed, and report the slowdown")
 
@@ -48,14 +49,15 @@ def run(args: argparse.Namespace) -> int:
     if cmd:
         if any(x is not None for x in (args.cpu, args.pid, args.tid)):
             raise PmuscopeError("observe: give a target (-C/-p/-t) or a command, not both")
-        result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol, observer_cpu=args.observer_cpu)
+        result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol, observer_cpu=args.observer_cpu,
+                                   tags=args.tags)
     else:
         if args.cpu is None and args.pid is None and args.tid is None:
             raise PmuscopeError("observe: give a target: -C CPU, -p PID, -t TID, or -- CMD")
         result = Observer(
             args.events, cpu=args.cpu, pid=args.pid, tid=args.tid, rate_hz=args.rate, duration=args.duration,
             loop=args.loop, tolerance=tol, observer_cpu=args.observer_cpu,
-            track_switches=args.switches or bool(args.timeline),
+            track_switches=args.switches or bool(args.timeline), tags=args.tags,
         ).run()
     if args.output:
         write_series(result, args.output)
@@ -78,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
         tl = result.switches.timeline()
         print(f"  switches       {s['switch_records']:>10,}   records, {len(set(tl['tid'].tolist())):,} threads ran on the CPU"
               f" ({s['switch_lost']} lost)", file=out)
+    if result.tags is not None:
+        from ..observe.tagging import format_tags
+
+        print(format_tags(s), file=out)
     if args.output:
         print(f"  series         {args.output}", file=out)
     return 0

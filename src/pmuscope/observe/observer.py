@@ -88,6 +88,8 @@ class ObserveResult:
     extra: dict = field(default_factory=dict)
     #: the SwitchTracker of a CPU target observed with ``track_switches``
     switches: object | None = None
+    #: ``tag:<name>`` -> per-sample tag values read inside each sample's bracket (``tags=``)
+    tags: dict | None = None
 
     @property
     def samples(self) -> int:
@@ -117,6 +119,10 @@ class ObserveResult:
         cols["time_enabled"] = np.diff(self.time_enabled.astype(np.int64))
         cols["time_running"] = np.diff(self.time_running.astype(np.int64))
         cols["trustable"] = self.dte.trustable
+        if self.tags is not None:
+            from .tagging import tag_columns
+
+            cols.update(tag_columns(self))
         if self.switches is not None:
             cpu = self.switches.cpus[0]
             who = self.switches.attribute(cpu, self.stamps[1:, 0])
@@ -143,6 +149,10 @@ class ObserveResult:
         }
         if self.slowdown is not None:
             out["slowdown"] = round(self.slowdown, 4)
+        if self.tags is not None:
+            from .tagging import tag_summary
+
+            out.update(tag_summary(self))
         if self.switches is not None:
             out["switch_records"] = self.switches.records
             out["switch_lost"] = self.switches.lost
@@ -171,6 +181,7 @@ class Observer:
         tolerance: float = DEFAULT_TOLERANCE,
         stop: threading.Event | None = None,
         track_switches: bool = False,
+        tags=None,
     ) -> None:
         if sum(x is not None for x in (cpu, pid, tid)) != 1:
             raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
@@ -194,6 +205,12 @@ class Observer:
         if track_switches and cpu is None:
             raise PmuscopeError("observe: switch tracking attributes a CPU's samples to threads; it needs -C CPU")
         self.track_switches = track_switches
+        #: a TagReader (``tags=True``: the target process's channel; a str: a channel file)
+        self.tags = None
+        if tags:
+            from .tagging import open_reader
+
+            self.tags = open_reader(tags, cpu=cpu, pid=pid, tid=tid)
         self.names = [s.name for s in self.specs]
         self._groups: list[list[PerfEventFd]] = []
 
@@ -266,6 +283,7 @@ class Observer:
         raw = np.zeros((n, ngroups, words), dtype=np.uint64)
         stamps = np.zeros((n, 2), dtype=np.int64)
         state: dict[str, object] = {}
+        self._tagsnap = None if self.tags is None else np.zeros((n, self.tags.words.shape[0]), dtype=np.uint64)
 
         def sampler() -> None:
             try:
@@ -302,6 +320,7 @@ class Observer:
         values = raw[:, :, 3:].sum(axis=1, dtype=np.uint64)
         ena = raw[:, :, 1].sum(axis=1, dtype=np.uint64)
         run = raw[:, :, 2].sum(axis=1, dtype=np.uint64)
+        tagcols = None if self.tags is None else self.tags.columns(self._tagsnap[:taken])
         target = f"cpu {self.cpu}" if self.cpu is not None else (f"tid {self.tid}" if self.tid is not None else f"pid {self.pid}")
         return ObserveResult(
             events=self.names,
@@ -316,10 +335,11 @@ class Observer:
             path=str(state["path"]),
             late=int(state["late"]),  # type: ignore[arg-type]
             target=target,
+            tags=tagcols,
         )
 
     def _decide_native(self, size: int) -> bool:
-        if self.loop == "python":
+        if self.loop == "python" or self.tags is not None:  # tags are read by the Python loop
             return False
         if self.loop == "native":
             return True
@@ -348,6 +368,7 @@ class Observer:
         row = ngroups * size
         late = 0
         stop = self.stop
+        tagsnap, tagwords = (self._tagsnap, self.tags.words) if self.tags is not None else (None, None)
         start = clock(mono)
         for i in range(n):
             if stop is not None and not i & 63 and stop.is_set():
@@ -368,6 +389,8 @@ class Observer:
                 off = base + g * size
                 if readv(fd, [mv[off:off + size]]) != size:
                     return i, late
+            if tagsnap is not None:  # inside the bracket: the DTE check covers the tag read
+                tagsnap[i] = tagwords
             stamps[i, 1] = clock(_RAW)
         return n, late
 
@@ -389,8 +412,11 @@ def write_series(result: ObserveResult, path: str, fmt: str | None = None) -> st
         np.savez(path, **cols)
     elif fmt == "csv":
         names = list(cols)
-        data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
-        np.savetxt(path, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
+        floats = [cols[k].dtype.kind == "f" for k in names]
+        data = (np.column_stack([cols[k].astype(np.float64 if f else np.int64) for k, f in zip(names, floats)])
+                if len(cols["start_ns"]) else np.zeros((0, len(names))))
+        np.savetxt(path, data, fmt=["%.17g" if f else "%d" for f in floats], delimiter=",", header=",".join(names),
+                   comments="")
     elif fmt == "parquet":
         from ..errors import require
 
@@ -410,13 +436,24 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
     the result's ``slowdown`` is observed wall time / baseline wall time."""
     import subprocess
 
+    tags = kwargs.pop("tags", None)
+    env = None
+    if tags:
+        from .tagging import command_channel
+
+        channel, env = command_channel()
+        tags = channel
     t = time.perf_counter()
-    subprocess.run(list(cmd), check=False)
+    subprocess.run(list(cmd), check=False, env=env)
     base = time.perf_counter() - t
+    if tags:
+        from .tagging import reset_channel
+
+        reset_channel(tags)  # the baseline run's tags are not the observed run's
     done = threading.Event()
     ended: list[float] = []
     t = time.perf_counter()
-    proc = subprocess.Popen(list(cmd))
+    proc = subprocess.Popen(list(cmd), env=env)
 
     def waiter() -> None:
         proc.wait()
@@ -428,9 +465,12 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
     # the run ends when the command exits (checked by the Python loop)
     kwargs["loop"] = "python"
     try:
-        result = Observer(events, pid=proc.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done, **kwargs).run()
+        result = Observer(events, pid=proc.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done, tags=tags,
+                          **kwargs).run()
     finally:
         done.wait()
+        if tags:
+            os.unlink(tags)
     observed = ended[0] - t
     result.slowdown = observed / base if base > 0 else None
     result.extra.update(baseline_s=base, observed_s=observed)
