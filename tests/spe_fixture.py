@@ -133,7 +133,7 @@ def build(path, *, seed: int = 1, records: int = 400, cpus=(0, 1), with_pmu_even
                 ip = BASE + syms[f] + 8
                 clock.append(f)
                 w.write_record(synth.record(abi.PERF_RECORD_SAMPLE, abi.PERF_RECORD_MISC_USER,
-                                            struct.pack("<QIIIIQQ", ip, PID, PID, cpu, 0, 100000, 11 + cpu)))
+                                            struct.pack("<QQIIIIQ", 11 + cpu, ip, PID, PID, cpu, 0, 100000)))
     w.write_record(synth.exit(PID, 1, PID, 1, sample_id=tr(1, 2)))
     w.close()
     return {"pid": PID, "symbols": syms, "clock_samples": clock}
