@@ -111,11 +111,14 @@ def parse_itrace(text: str | None) -> ItraceOptions:
 
 
 def has_spe(pf) -> bool:
-    """True when the open perf.data holds an Arm SPE AUXTRACE_INFO."""
+    """True when the open perf.data holds an Arm SPE AUXTRACE_INFO (perf record
+    writes it among the first records, before any sample)."""
+    if not any(a.attr.type > abi.PerfType.BREAKPOINT for a in pf.attrs):
+        return False  # SPE is a dynamic PMU type: a file of core/software events costs nothing here
     for n, (type_, _misc, mv, _off) in enumerate(pf.raw_records()):
         if type_ == abi.PERF_RECORD_AUXTRACE_INFO:
             return len(mv) >= 12 and struct.unpack_from("<I", mv, 8)[0] == 4
-        if n > 4096:
+        if type_ == abi.PERF_RECORD_SAMPLE or n > 1024:
             break
     return False
 
