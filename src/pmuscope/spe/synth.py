@@ -113,6 +113,9 @@ def parse_itrace(text: str | None) -> ItraceOptions:
 def has_spe(pf) -> bool:
     """True when the open perf.data holds an Arm SPE AUXTRACE_INFO (perf record
     writes it among the first records, before any sample)."""
+    pipe = pf.pipe if hasattr(pf, "pipe") else getattr(pf.header, "pipe", False)
+    if pipe:
+        return False  # a stream is read once: its records belong to the reader (synthesis needs a file)
     if not any(a.attr.type > abi.PerfType.BREAKPOINT for a in pf.attrs):
         return False  # SPE is a dynamic PMU type: a file of core/software events costs nothing here
     for n, (type_, _misc, mv, _off) in enumerate(pf.raw_records()):
