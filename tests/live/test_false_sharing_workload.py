@@ -31,8 +31,12 @@ def test_machine_code_fallback_matches_extension(monkeypatch):
 
     if platform.machine() != "x86_64":
         pytest.skip("the fallback loop is x86-64 code")
+    import pmuscope
+
     monkeypatch.setitem(sys.modules, "pmuscope._native", None)  # import fails: use the fallback
+    monkeypatch.delattr(pmuscope, "_native", raising=False)
     loop = fs.store_loop()
+    assert getattr(loop, "__name__", "") == "<lambda>"  # the mapped x86-64 loop, not the extension
     word = ctypes.c_uint64(5)
     loop(ctypes.addressof(word), 1000)
     loop(ctypes.addressof(word), 0)
