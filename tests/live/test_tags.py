@@ -108,6 +108,7 @@ def test_observe_tags_command_csv_and_json(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(PROG)
     out = tmp_path / "series.csv"
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     proc = subprocess.run([*PMUSCOPE, "observe", "--tags", "--json", "--rate", "500", "-o", str(out), "--",
                            sys.executable, str(prog), "0.6"], env=ENV, capture_output=True, text=True, timeout=60,
                           check=True)
@@ -118,8 +119,9 @@ def test_observe_tags_command_csv_and_json(tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert rows and {"tag:phase", "tag:ratio", "tags_stable", "trustable"} <= set(rows[0])
     assert {"1", "2"} <= {r["tag:phase"] for r in rows}
-    # the observer's channel file is gone
-    assert not any(name.startswith("pmuscope-tags-cmd-") for name in os.listdir("/dev/shm"))
+    # the observer's channel file is gone (other processes' files may come and go meanwhile)
+    if os.path.isdir("/dev/shm"):
+        assert not [n for n in set(os.listdir("/dev/shm")) - before if n.startswith("pmuscope-tags-cmd-")]
 
 
 def test_observe_tags_pid(tmp_path):
