@@ -78,3 +78,19 @@ def test_event_that_counts_but_cannot_sample(monkeypatch):
     with pytest.raises(EventCannotSampleError, match="counts but cannot sample") as info:
         pmuscope.on_overflow("cpu-clock", period=1000, callback=print)
     assert isinstance(info.value, PmuscopeError)
+
+
+def test_another_process(tmp_path):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 5\nwhile time.time() < end: pass"])
+    try:
+        calls = []
+        with pmuscope.on_overflow("task-clock", period=1_000_000, callback=calls.append, pid=child.pid) as h:
+            time.sleep(0.3)
+        assert len(calls) >= 20, h  # ~1 per ms of the child's CPU time (it shares 2 CPUs with the suite)
+        assert {c.sample["pid"] for c in calls} == {child.pid}
+    finally:
+        child.kill()
+        child.wait()
