@@ -41,6 +41,7 @@ _LAZY: dict[str, str] = {
     # sampling side
     "Symbolizer": ".symbols", "PerfDataFile": ".perfdata", "PerfDataWriter": ".perfdata",
     "record": ".sampling", "Recorder": ".sampling", "RecordResult": ".sampling",
+    "on_overflow": ".sampling.overflow", "OverflowInfo": ".sampling.overflow",
     "load_profile": ".profile", "Profile": ".profile", "build_report": ".profile",
     # microscopy
     "observe": ".observe", "Observer": ".observe", "region": ".observe.regions",
@@ -53,7 +54,7 @@ _LAZY: dict[str, str] = {
 }
 #: submodules reachable as attributes (``pmuscope.regions.table()``)
 _SUBMODULES = {"regions": ".observe.regions", "numa": ".numa", "spe": ".spe", "memory": ".memory", "kernel": ".kernel", "events": ".events",
-               "serve": ".serve", "export": ".export"}
+               "serve": ".serve", "export": ".export", "tags": ".tags"}
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)

@@ -625,7 +625,25 @@ done:
     Py_RETURN_NONE;
 }
 
+/* The false-sharing workload's thread body: n read-modify-writes of one
+ * 64-bit word (a volatile pointer: every increment is a load and a store),
+ * with the GIL released so threads on different CPUs run at once. */
+__attribute__((noinline)) void false_sharing_increment(volatile uint64_t *p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) (*p)++;
+}
+
+static PyObject *py_store_loop(PyObject *self, PyObject *args) {
+    unsigned long long addr, n;
+    if (!PyArg_ParseTuple(args, "KK", &addr, &n)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    false_sharing_increment((volatile uint64_t *)(uintptr_t)addr, (uint64_t)n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"store_loop", py_store_loop, METH_VARARGS,
+     "store_loop(address, n): increment the u64 at address n times, without the GIL."},
     {"rdtsc", py_rdtsc, METH_NOARGS, "Read the time-stamp counter (x86 TSC, arm64 CNTVCT_EL0)."},
     {"rdpmc", py_rdpmc, METH_O, "rdpmc(counter): x86 user-space counter read; counter = page.index - 1."},
     {"mmap_read", py_mmap_read, METH_O, "mmap_read(page_address) -> (count, enabled, running) or None."},

@@ -149,3 +149,12 @@ def test_sample_dict_with_context(monkeypatch, data_dir):
     assert d["temp_x86_pkg_temp_c"] == pytest.approx(46.0)
     assert d["hwmon_ina3221_power1_w"] == pytest.approx(5.376)
     assert d["energy_package_0_j"] == 0.0  # unchanged counter over the window
+
+
+def test_importable_as_pyperf_with_lowercase_keys(monkeypatch):
+    import PyPerf as Perf
+
+    assert Perf.sys_perf is gd.sys_perf and Perf.get_supported_abbrevs() == gd.get_supported_abbrevs()
+    FakeKernel(monkeypatch, {(0, 0): 5, (0, 1): 8})
+    d = Perf.sample_dict([0], [0, 1], 0)
+    assert d["cpu0_cycles"] == 5 and d["cpu0_instructions"] == 8 and "CPU0_cycles" not in d

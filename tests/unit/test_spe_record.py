@@ -312,3 +312,69 @@ def test_time_conv_record_from_the_control_page():
     assert struct.unpack_from("<I", rec)[0] == 79  # PERF_RECORD_TIME_CONV
     assert len(rec) == 8 + 48
     assert struct.unpack_from("<QQQ", rec, 8) == (31, 0x50000000, 123)
+
+
+class _FakeFdOut(_FakeFd):
+    """Also takes PERF_EVENT_IOC_SET_OUTPUT, and numbers fds per event type."""
+
+    def set_output(self, target):
+        self.output = target
+
+    def id(self):
+        return 100 + self.cpu + (1000 if self.attr.type == abi.PERF_TYPE_SOFTWARE else 0)
+
+
+def test_pmu_event_and_spe_in_one_recording(monkeypatch, tmp_path, arm_root):
+    """cpu-clock sampled with SPE: its fds write into each CPU's SPE ring, the
+    file holds both attrs, and report shows the PMU event next to the SPE events."""
+    import pmuscope.kernel.ring as ring_mod
+    import pmuscope.kernel.syscall as sys_mod
+    from pmuscope.profile import load_profile
+    from pmuscope.spe.record import SpeRecorder
+
+    _FakeFd.opened = []
+    monkeypatch.setattr(sys_mod, "PerfEventFd", _FakeFdOut)
+    monkeypatch.setattr(ring_mod, "RingBuffer", _FakeRing)
+    rec = SpeRecorder(SpeConfig.for_mem("ldst", 20), cpus=[0, 1], sysfs_root=arm_root, synthesize_existing=False,
+                      events=["cpu-clock"])
+    spe_fds = [fd for fd in _FakeFd.opened if fd.attr.type == 10]
+    clock_fds = [fd for fd in _FakeFd.opened if fd.attr.type == abi.PERF_TYPE_SOFTWARE]
+    assert [fd.cpu for fd in clock_fds] == [0, 1] and [fd.output for fd in clock_fds] == spe_fds
+    assert all(fd.attr.sample_type & abi.PERF_SAMPLE_IDENTIFIER and fd.attr.freq for fd in clock_fds)
+    rec.enable()
+    assert all(fd.enabled for fd in _FakeFd.opened)
+    st = clock_fds[0].attr.sample_type
+    for i, ring in enumerate(rec.rings):
+        mem, aux, ctl = ring._test
+        spe = b"".join(_load_record(0x400000 + 0x100 * i + 4 * k, 0x10000 + 64 * i + 8 * k, 0x9, 50, k)
+                       for k in range(2))
+        clock = b"".join(synth.record(abi.PERF_RECORD_SAMPLE, abi.PERF_RECORD_MISC_USER,
+                                      struct.pack("<QQIIQIIQ", 1100 + i, 0x400010, 7, 7, 5 + k, i, 0, 250000))
+                         for k in range(3))
+        assert len(clock) == 3 * (8 + 8 * 6) and st == SPE_SAMPLE_TYPE & ~abi.PERF_SAMPLE_DATA_SRC | abi.PERF_SAMPLE_PERIOD
+        _publish(ring, mem, aux, ctl, spe, _aux_record(0, len(spe), cpu=i) + clock, 0, 0)
+    assert rec.drain() > 0
+    rec.disable()
+    path = tmp_path / "both.data"
+    rec.write(str(path))
+    rec.close()
+    assert all(fd.closed for fd in _FakeFd.opened)
+    prof = load_profile(str(path), kernel_symbols=False)
+    counts = {prof.event_names[e]: int((prof.event == e).sum()) for e in set(prof.event.tolist())}
+    assert counts["cpu-clock"] == 6
+    assert counts["l1d-access"] == counts["tlb-access"] == counts["memory"] == 4
+
+
+def test_mem_record_with_a_pmu_event(monkeypatch, tmp_path, arm_root):
+    import pmuscope.kernel.ring as ring_mod
+    import pmuscope.kernel.syscall as sys_mod
+    from pmuscope.perfdata import PerfDataFile
+
+    _FakeFd.opened = []
+    monkeypatch.setattr(sys_mod, "PerfEventFd", _FakeFdOut)
+    monkeypatch.setattr(ring_mod, "RingBuffer", _FakeRing)
+    out = tmp_path / "spe.data"
+    assert main(["mem", "record", "--sysfs", arm_root, "-e", "cpu-clock", "-o", str(out), "--", "true"]) == 0
+    with PerfDataFile(str(out)) as pf:
+        assert [a.name for a in pf.attrs][1:] == ["cpu-clock"]
+        assert pf.attrs[1].ids == [1100 + c for c in sorted({fd.cpu for fd in _FakeFd.opened})]

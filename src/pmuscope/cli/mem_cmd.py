@@ -65,6 +65,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     rec.add_argument("--phys-data", action="store_true", help="record physical data addresses (PERF_SAMPLE_PHYS_ADDR)")
     rec.add_argument("--data-page-size", action="store_true", help="record data page sizes (PERF_SAMPLE_DATA_PAGE_SIZE)")
     rec.add_argument("-o", "--output", default="perf.data")
+    rec.add_argument("-e", "--with-events", dest="with_events", default=None, metavar="EVENTS",
+                     help="Arm SPE: also sample these PMU events into the same file (e.g. l1d_cache_refill), "
+                          "so report shows them next to SPE's l1d-miss ...")
     rec.add_argument("--duration", type=float, default=None, help="seconds to record when no command is given")
     rec.add_argument("-q", "--quiet", action="store_true", help="no summary lines")
     rec.add_argument("--sysfs", default="/sys", help=argparse.SUPPRESS)
@@ -169,6 +172,9 @@ def _record(args) -> int:
         raise PmuscopeError("give a command or -p PID, not both")
     events = mem_events(kind, ldlat=args.ldlat, period=args.count, freq=args.freq, phys_addr=args.phys_data,
                         data_page_size=args.data_page_size, sysfs_root=args.sysfs)
+    if getattr(args, "with_events", None) and events[0].kind != "spe":
+        raise PmuscopeError("-e/--with-events records PMU events next to Arm SPE; this machine's memory sampling "
+                            f"is {events[0].kind} (use pmuscope record -e for more events)")
     if events[0].kind == "spe":
         return _record_spe(args, kind, cmd, events[0])
     return _record_samples(args, cmd, events)
@@ -202,7 +208,8 @@ def _record_spe(args, kind: str, cmd: list[str], event) -> int:
     if args.pid or args.cpu:
         raise PmuscopeError("Arm SPE recording is system-wide here: drop -p/-C (filter by pid in pmuscope mem report)")
     cfg = SpeConfig.for_mem(kind, min_latency=args.ldlat, period=args.count or 4096)
-    with SpeRecorder(cfg, sysfs_root=args.sysfs, pmu_name=event.pmu) as rec:
+    extra = [args.with_events] if getattr(args, "with_events", None) else []
+    with SpeRecorder(cfg, sysfs_root=args.sysfs, pmu_name=event.pmu, events=extra) as rec:
         rec.enable()
         start = time.monotonic()
         proc = subprocess.Popen(cmd) if cmd else None

@@ -26,10 +26,16 @@ CSV_COLUMNS = ("interval", "table", "node", "pid", "comm", "cpus", "cpu_pct", "r
 CSV_THREAD_COLUMNS = CSV_COLUMNS + ("tid",)
 
 
-def csv_columns(threads: bool) -> tuple[str, ...]:
+def csv_columns(threads: bool, windows: bool = False) -> tuple[str, ...]:
     """The CSV header: ``tid`` (and ``table=thread`` rows) only with --threads,
-    so the output without it stays what scripts already read."""
-    return CSV_THREAD_COLUMNS if threads else CSV_COLUMNS
+    and the per-process window columns only with -p, so the output without
+    them stays what scripts already read."""
+    cols = CSV_THREAD_COLUMNS if threads else CSV_COLUMNS
+    if windows:
+        from ..numa.process_windows import CSV_WINDOW_COLUMNS
+
+        cols = cols + tuple(c for c in CSV_WINDOW_COLUMNS if c not in cols)
+    return cols
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", action="store_true",
                         help="also report every thread of the shown processes (numatop's thread view): JSON 'threads', "
                              "each with its per-node 'by_node'; CSV rows with table=thread")
+    parser.add_argument("-p", "--pid", type=int, default=None, metavar="PID",
+                        help="only this process, with its memory_areas, node_latency and call_chains (numatop's "
+                             "WIN6/7/9) in --json/--csv")
     parser.add_argument("--no-pmu", action="store_true", help="no hardware events (software side-band and procfs only)")
     parser.add_argument("--no-switches", action="store_true", help="no perf events at all (procfs only)")
 
@@ -62,6 +71,8 @@ def _select(snap, args: argparse.Namespace, nodes) -> dict[str, Any]:
     rows = d["processes"] if args.all else [r for r in d["processes"] if (r["cpu_pct"] or 0) > 0 or args.node is not None]
     if args.node is not None or args.sort.startswith("mem"):
         attach_memory(rows, nodes)  # the filter/sort needs everyone's placement
+    if getattr(args, "pid", None) is not None:
+        rows = [r for r in d["processes"] if r["pid"] == args.pid]
     d["processes"] = select_rows(rows, sort=args.sort, top=args.top, node=args.node, nodes=nodes,
                                  descending=not args.ascending)
     if args.node is None and not args.sort.startswith("mem"):
@@ -163,13 +174,21 @@ def _run(args: argparse.Namespace) -> int:
                 time.sleep(delay)
                 snap = sampler.refresh()
                 d = _select(snap, args, sampler.nodeset.nodes)
+                if args.pid is not None:
+                    from ..numa.process_windows import process_windows
+
+                    d.update(process_windows(args.pid, sampler.platform, sampler.nodeset.cpus, duration=delay))
                 if args.csv:
                     buf = io.StringIO()
-                    writer = csv.DictWriter(buf, csv_columns(args.threads))
+                    writer = csv.DictWriter(buf, csv_columns(args.threads, args.pid is not None))
                     if not header:
                         writer.writeheader()
                         header = True
                     writer.writerows(_csv_rows(d, index))
+                    if args.pid is not None:
+                        from ..numa.process_windows import csv_rows
+
+                        writer.writerows(csv_rows(d, index))
                     if index == 0:
                         for col, why in d["unavailable"].items():
                             buf.write(f"# unavailable {col}: {why}\n")

@@ -30,23 +30,20 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeline", metavar="FILE", help="with --switches: write which tid ran on the CPU, when (.csv, .npz)")
     p.add_argument("-o", "--output", help="write the series (.parquet, .csv, .npz)")
     p.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
-    p.add_argument("--explain", action="store_true", help="say which counter-read paths are active here, and why")
+    p.add_argument("--tags", action="store_true", help="read the target's tags (pmuscope.tags) with every sample: tag:<name> columns")
+    p.add_argument("--explain", action="store_true", help="list each event's fd, rdpmc index and read path (with -e and a target), and why")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD: run CMD alone, then observed, and report the slowdown")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import PmuscopeError
-    from ..observe import explain, write_series
+    from ..observe import write_series
     from ..observe.observer import Observer, run_with_baseline
 
     if args.explain:
-        info = explain()
-        if args.json:
-            print(json.dumps(info))
-        else:
-            for k, v in info.items():
-                print(f"{k:>16}: {v}")
-        return 0
+        from ..observe.explain_events import print_explain
+
+        return print_explain(args, sys.stdout)
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not args.tolerance >= 0 or args.tolerance >= 100:
         raise PmuscopeError(f"--tolerance {args.tolerance:g}: a percentage, 0 or more and below 100")
@@ -74,14 +71,14 @@ def run(args: argparse.Namespace) -> int:
             if any(x is not None for x in (args.cpu, args.pid, args.tid)):
                 raise PmuscopeError("observe: give a target (-C/-p/-t) or a command, not both")
             result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol,
-                                       observer_cpu=args.observer_cpu)
+                                       observer_cpu=args.observer_cpu, tags=args.tags)
         else:
             if args.cpu is None and args.pid is None and args.tid is None:
                 raise PmuscopeError("observe: give a target: -C CPU, -p PID, -t TID, or -- CMD")
             result = Observer(
                 args.events, cpu=args.cpu, pid=args.pid, tid=args.tid, rate_hz=args.rate, duration=args.duration,
                 loop=args.loop, tolerance=tol, observer_cpu=args.observer_cpu,
-                track_switches=args.switches,
+                track_switches=args.switches, tags=args.tags,
             ).run()
         if series is not None:
             write_series(result, args.output, out=series)
@@ -108,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         tl = result.switches.timeline()
         print(f"  switches       {s['switch_records']:>10,}   records, {len(set(tl['tid'].tolist())):,} threads ran on the CPU"
               f" ({s['switch_lost']} lost)", file=out)
+    if result.tags is not None:
+        from ..observe.tagging import format_tags
+
+        print(format_tags(s), file=out)
     if args.output:
         print(f"  series         {args.output}", file=out)
     return 0

@@ -59,6 +59,8 @@ class _CallGraphOption(argparse.Action):
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
+    p.add_argument("--itrace", metavar="OPTS", default=None,
+                   help="Arm SPE: events to synthesize, perf's letters (f m t b a M, i1i; default: all but i)")
     p.add_argument("-s", "--sort", metavar="KEYS", help="sort keys: comm,pid,tid,dso,sym,cpu in any order "
                                                         "(default comm,dso,sym)")
     p.add_argument("--stdio", action="store_true", help="text output (the default when standard output is not a terminal; on a "
@@ -182,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
     call_graph, explicit = call_graph_params(args)
-    prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None)
+    prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace)
     if explicit and not prof.has_callchain:
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
     unwind_note(prof, "report")

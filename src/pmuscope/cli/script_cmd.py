@@ -17,6 +17,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     from .report_cmd import add_filter_options
 
     p.add_argument("-i", "--input", default="perf.data", metavar="FILE", help="perf.data file ('-' for stdin)")
+    p.add_argument("--itrace", metavar="OPTS", default=None,
+                   help="Arm SPE: events to synthesize, perf's letters (f m t b a M, i1i; default: all but i)")
     p.add_argument("-F", "--fields", metavar="FIELDS",
                    help="comma list of comm,tid,pid,cpu,time,event,ip,sym,dso,period,symoff,trace")
     p.add_argument("-G", "--hide-call-graph", action="store_true", help="do not print call chains")
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     _time_range(args.time)  # bad options fail before the file is read
     prof = load_profile(args.input, keep_raw=fields is None or "trace" in fields,
-                        kernel_symbols=False if args.no_kernel_symbols else None)
+                        kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace)
     unwind_note(prof, "script")
     prof = apply_filters(prof, args)
     sys.stdout.flush()

@@ -16,6 +16,10 @@ HELP = "show CPUs, cores, sockets, NUMA nodes, caches and CPU identity (lscpu + 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--root", default="/", help="read sysfs/procfs under this directory (a captured tree)")
+    parser.add_argument("--cpuid", action="store_true",
+                        help="dump the CPUID leaves as the cpuid tool does (x86: vendor, family/model/stepping, "
+                             "caches/TLBs, feature flags, hypervisor leaves, raw leaves)")
+    parser.add_argument("--cpu", type=int, default=None, help="with --cpuid: read this CPU (/dev/cpu/N/cpuid)")
 
 
 def _size(n: int | None) -> str:
@@ -90,7 +94,21 @@ def render(topo: Topology) -> str:
     return "\n".join(lines)
 
 
+def run_cpuid(args: argparse.Namespace) -> int:
+    from ..system import cpuid_dump
+
+    leaves = cpuid_dump.dump(cpuid_dump.reader(args.cpu))
+    if args.json:
+        print(json.dumps({"decoded": cpuid_dump.decode(leaves),
+                          "leaves": [vars(lf) for lf in leaves]}, indent=2))
+    else:
+        print(cpuid_dump.render(leaves))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.cpuid:
+        return run_cpuid(args)
     topo = read_topology(args.root)
     if args.json:
         print(json.dumps(topo.to_dict(), indent=2))

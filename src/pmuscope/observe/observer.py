@@ -106,6 +106,8 @@ class ObserveResult:
     extra: dict = field(default_factory=dict)
     #: the SwitchTracker of a CPU target observed with ``track_switches``
     switches: object | None = None
+    #: ``tag:<name>`` -> per-sample tag values read inside each sample's bracket (``tags=``)
+    tags: dict | None = None
 
     @property
     def samples(self) -> int:
@@ -135,6 +137,10 @@ class ObserveResult:
         cols["time_enabled"] = np.diff(self.time_enabled.astype(np.int64))
         cols["time_running"] = np.diff(self.time_running.astype(np.int64))
         cols["trustable"] = self.dte.trustable
+        if self.tags is not None:
+            from .tagging import tag_columns
+
+            cols.update(tag_columns(self))
         if self.switches is not None:
             cpu = self.switches.cpus[0]
             who = self.switches.attribute(cpu, self.stamps[1:, 0])
@@ -161,6 +167,10 @@ class ObserveResult:
         }
         if self.slowdown is not None:
             out["slowdown"] = round(self.slowdown, 4)
+        if self.tags is not None:
+            from .tagging import tag_summary
+
+            out.update(tag_summary(self))
         if self.switches is not None:
             out["switch_records"] = self.switches.records
             out["switch_lost"] = self.switches.lost
@@ -191,6 +201,7 @@ class Observer:
         track_switches: bool = False,
         enable_on_exec: bool = False,
         on_open=None,
+        tags=None,
     ) -> None:
         if sum(x is not None for x in (cpu, pid, tid)) != 1:
             raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
@@ -235,6 +246,12 @@ class Observer:
             raise PmuscopeError(f"{n:,} samples (--rate {self.rate_hz:g} for {self.duration:g} s) need "
                                 f"{need / 2**30:.1f} GiB; the limit is {MAX_BUFFER_BYTES / 2**30:.0f} GiB: lower --rate "
                                 "or --duration")
+        #: a TagReader (``tags=True``: the target process's channel; a str: a channel file)
+        self.tags = None
+        if tags:
+            from .tagging import open_reader
+
+            self.tags = open_reader(tags, cpu=cpu, pid=pid, tid=tid)
         self.names = [s.name for s in self.specs]
         self._groups: list[list[PerfEventFd]] = []
 
@@ -310,6 +327,7 @@ class Observer:
         raw = np.zeros((n, ngroups, words), dtype=np.uint64)
         stamps = np.zeros((n, 2), dtype=np.int64)
         state: dict[str, object] = {}
+        self._tagsnap = None if self.tags is None else np.zeros((n, self.tags.words.shape[0]), dtype=np.uint64)
 
         def sampler() -> None:
             try:
@@ -346,6 +364,7 @@ class Observer:
         values = raw[:, :, 3:].sum(axis=1, dtype=np.uint64)
         ena = raw[:, :, 1].sum(axis=1, dtype=np.uint64)
         run = raw[:, :, 2].sum(axis=1, dtype=np.uint64)
+        tagcols = None if self.tags is None else self.tags.columns(self._tagsnap[:taken])
         target = f"cpu {self.cpu}" if self.cpu is not None else (f"tid {self.tid}" if self.tid is not None else f"pid {self.pid}")
         return ObserveResult(
             events=self.names,
@@ -360,10 +379,11 @@ class Observer:
             path=str(state["path"]),
             late=int(state["late"]),  # type: ignore[arg-type]
             target=target,
+            tags=tagcols,
         )
 
     def _decide_native(self, size: int) -> bool:
-        if self.loop == "python":
+        if self.loop == "python" or self.tags is not None:  # tags are read by the Python loop
             return False
         if self.loop == "native":
             return True
@@ -396,6 +416,7 @@ class Observer:
         row = ngroups * size
         late = 0
         stop = self.stop
+        tagsnap, tagwords = (self._tagsnap, self.tags.words) if self.tags is not None else (None, None)
         start = clock(mono)
         for i in range(n):
             if not i & 63 and i:
@@ -419,6 +440,8 @@ class Observer:
                 off = base + g * size
                 if readv(fd, [mv[off:off + size]]) != size:
                     return i, late
+            if tagsnap is not None:  # inside the bracket: the DTE check covers the tag read
+                tagsnap[i] = tagwords
             stamps[i, 1] = clock(_RAW)
         return n, late
 
@@ -477,8 +500,11 @@ def write_series(result: ObserveResult, path: str, fmt: str | None = None, *, ou
             out.guard(np.savez, out.file, **cols)
         elif fmt == "csv":
             names = list(cols)
-            data = np.column_stack([cols[k].astype(np.int64) for k in names]) if len(cols["start_ns"]) else np.zeros((0, len(names)))
-            out.guard(np.savetxt, out.file, data, fmt="%d", delimiter=",", header=",".join(names), comments="")
+            floats = [cols[k].dtype.kind == "f" for k in names]  # tag:<name> columns may be float
+            data = (np.column_stack([cols[k].astype(np.float64 if f else np.int64) for k, f in zip(names, floats)])
+                    if len(cols["start_ns"]) else np.zeros((0, len(names))))
+            out.guard(np.savetxt, out.file, data, fmt=["%.17g" if f else "%d" for f in floats], delimiter=",",
+                      header=",".join(names), comments="")
         else:
             import pyarrow.parquet as pq
 
@@ -495,19 +521,30 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
 
     from ..counting.workload import Workload
 
+    tags = kwargs.pop("tags", None)
+    env = None
+    if tags:
+        from .tagging import command_channel
+
+        channel, env = command_channel()
+        tags = channel
     t = time.perf_counter()
     try:
-        subprocess.run(list(cmd), check=False)
+        subprocess.run(list(cmd), check=False, env=env)
     except OSError as err:
         raise PmuscopeError(f"cannot run {cmd[0]!r}: {err.strerror}") from None
     base = time.perf_counter() - t
+    if tags:
+        from .tagging import reset_channel
+
+        reset_channel(tags)  # the baseline run's tags are not the observed run's
     done = threading.Event()
     ended: list[float] = []
     started: list[float] = []
     # forked corked and attached before its exec, the counters enabled by the
     # kernel at exec (perf stat's enable_on_exec): a command that exits at once
     # is still observed
-    work = Workload(list(cmd))
+    work = Workload(list(cmd), env=env)
 
     def waiter() -> None:
         work.wait()
@@ -525,7 +562,7 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
     kwargs["loop"] = "python"
     try:
         result = Observer(events, pid=work.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done,
-                          enable_on_exec=True, on_open=release, **kwargs).run()
+                          enable_on_exec=True, on_open=release, tags=tags, **kwargs).run()
     except BaseException:
         work.cancel()
         if started:  # the observation failed: do not leave the command running
@@ -535,6 +572,12 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
                 work.send_signal(signal.SIGTERM)
             done.wait()
         raise
+    finally:
+        if tags:
+            try:
+                os.unlink(tags)
+            except OSError:
+                pass
     done.wait()
     observed = ended[0] - started[0]
     result.slowdown = observed / base if base > 0 else None

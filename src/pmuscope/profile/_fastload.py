@@ -47,7 +47,31 @@ def plain_data_chunks(pf, path: str) -> Iterator[tuple[int, memoryview]] | None:
         return None
     if off + size > st.st_size:
         return None
+    if _starts_with_auxtrace_info(path, off, size):
+        return None  # AUXTRACE payloads follow without the AUXTRACE feature bit (perf reads such files too)
     return _chunks(path, off, size)
+
+
+def _starts_with_auxtrace_info(path: str, off: int, size: int, max_records: int = 512) -> bool:
+    """True when a PERF_RECORD_AUXTRACE_INFO (70) is among the first records:
+    perf record writes it before any AUXTRACE, so its absence there means no
+    AUX payloads hide between records."""
+    import struct
+
+    with open(path, "rb") as f:
+        f.seek(off)
+        head = f.read(min(size, 1 << 20))
+    pos = 0
+    for _ in range(max_records):
+        if pos + 8 > len(head):
+            break
+        type_, _misc, rsize = struct.unpack_from("<IHH", head, pos)
+        if type_ == 70:
+            return True
+        if rsize < 8:
+            break
+        pos += rsize
+    return False
 
 
 def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:

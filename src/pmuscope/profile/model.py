@@ -1046,7 +1046,8 @@ def _background(fn):
 
 
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
-                 kernel_symbols: bool | None = None, unwind: bool | None = None) -> Profile:
+                 kernel_symbols: bool | None = None, unwind: bool | None = None,
+                 itrace: str | None = None) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
     :class:`~pmuscope.perfdata.PerfDataFile`) into a :class:`Profile`.
 
@@ -1065,6 +1066,13 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
 
     own = not isinstance(path_or_file, PerfDataFile)
     pf = PerfDataFile(path_or_file) if own else path_or_file
+    from ..spe.synth import open_synthesized  # Arm SPE AUX data -> sample events (``itrace``: perf's --itrace)
+
+    spe = open_synthesized(pf, itrace)
+    if spe is not None:
+        if own:
+            pf.close()
+        pf, own, path_or_file = spe, True, spe
     try:
         if symbolizer is None:
             ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)

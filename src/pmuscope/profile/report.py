@@ -188,7 +188,9 @@ def _sym_label(p: Profile, frame: int) -> str:
     s = int(p.frame_sym[frame])
     if s >= 0:
         return p.sym_name(s)
-    return f"{int(p.frame_addr[frame]):#018x}"
+    addr = int(p.frame_addr[frame])
+    # perf prints "%-#.*llx" with precision 16: C's '#' adds no 0x to a zero value
+    return f"{addr:#018x}" if addr else "0" * 16
 
 
 def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: bool = False,

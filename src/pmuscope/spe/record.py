@@ -214,11 +214,18 @@ class SpeRecorder:
     >>> with SpeRecorder(SpeConfig.for_mem("ldst")) as rec:   # doctest: +SKIP
     ...     rec.enable(); time.sleep(1); rec.disable()
     ...     rec.drain(); rec.write("spe.data")
+
+    ``events`` adds sampling PMU events (``"cycles"``, ``"l1d_cache_refill"``)
+    recorded with SPE in the same file, on the same CPUs: each writes into its
+    CPU's SPE ring (``PERF_EVENT_IOC_SET_OUTPUT``), so ``report`` compares "which
+    code misses L1" by PMU counting and by SPE (``l1d-miss``) on one recording.
+    ``freq`` is their sampling frequency.
     """
 
     def __init__(self, config: SpeConfig | None = None, *, pid: int = -1, cpus: Iterable[int] | None = None,
                  pages: int = 16, aux_pages: int = 128, sysfs_root: str = "/sys", pmu_name: str | None = None,
-                 procfs_root: str = "/proc", synthesize_existing: bool = True) -> None:
+                 procfs_root: str = "/proc", synthesize_existing: bool = True, events: Iterable[str] = (),
+                 freq: int = 4000) -> None:
         from ..kernel.ring import RingBuffer
         from ..kernel.syscall import PerfEventFd
 
@@ -234,6 +241,20 @@ class SpeRecorder:
         self.event = spe_event_string(self.config, self.pmu.name)
         self.fds: list = []
         self.rings: list = []
+        #: (attr, name, [fd per CPU]) of the PMU events recorded with SPE
+        self.extra: list = []
+        extra_specs = []
+        if events:
+            from ..events import parse_events
+
+            for spec in parse_events(",".join(events)):
+                ea = spec.attr.copy()
+                ea.sample_type = SPE_SAMPLE_TYPE & ~abi.PERF_SAMPLE_DATA_SRC | abi.PERF_SAMPLE_PERIOD
+                ea.sample_id_all = 1
+                ea.disabled = 1
+                if not spec.period_set:
+                    ea.freq, ea.sample_freq = 1, freq
+                extra_specs.append((ea, spec.name))
         self._records = bytearray()
         self.procfs_root = procfs_root
         if synthesize_existing:
@@ -244,17 +265,26 @@ class SpeRecorder:
                                  event=self.event)
                 self.fds.append(fd)
                 self.rings.append(RingBuffer(fd, pages=pages, aux_pages=aux_pages))
+                for k, (ea, name) in enumerate(extra_specs):
+                    if len(self.extra) <= k:
+                        self.extra.append((ea, name, []))
+                    efd = PerfEventFd(ea.copy(), pid=pid, cpu=cpu, event=name)
+                    self.extra[k][2].append(efd)
+                    efd.set_output(fd)  # same CPU: its samples go into this CPU's SPE ring
         except BaseException:
             self.close()
             raise
         self._aux_base = [0] * len(self.rings)
 
+    def _all_fds(self) -> list:
+        return self.fds + [efd for _a, _n, fds in self.extra for efd in fds]
+
     def enable(self) -> None:
-        for fd in self.fds:
+        for fd in self._all_fds():
             fd.enable()
 
     def disable(self) -> None:
-        for fd in self.fds:
+        for fd in self._all_fds():
             fd.disable()
 
     def drain(self) -> int:
@@ -269,6 +299,8 @@ class SpeRecorder:
         ids = [fd.id() for fd in self.fds] if self.fds else []
         with PerfDataWriter(path) as w:
             w.add_attr(self.attr, ids, self.event)
+            for ea, name, fds in self.extra:
+                w.add_attr(ea, [fd.id() for fd in fds], name)
             w.write(auxtrace_info_record(self.pmu.type, self.midr or {fd.cpu: 0 for fd in self.fds}))
             conv = time_conv_record(self.rings[0].mem) if self.rings else None
             if conv:
@@ -278,9 +310,9 @@ class SpeRecorder:
     def close(self) -> None:
         for r in self.rings:
             r.close()
-        for fd in self.fds:
+        for fd in self._all_fds():
             fd.close()
-        self.rings, self.fds = [], []
+        self.rings, self.fds, self.extra = [], [], []
 
     def __enter__(self) -> "SpeRecorder":
         return self

@@ -6,6 +6,8 @@
 - ``touch MIB``        touch MIB of fresh anonymous memory, one write per page
 - ``sleeps N MS``      N sleeps of MS milliseconds (N voluntary context switches)
 - ``demo``             a short mix of all three (the README's main job)
+- ``false_sharing [-t 0|1] [-c CPU ...] [-d S]``  native threads on chosen CPUs
+  writing one cache line (``c2c`` finds it; ``-t 1``: padded)
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         sleeps(int(args[0]) if args else 10, float(args[1]) if len(args) > 1 else 10)
     elif name == "demo":
         demo()
+    elif name == "false_sharing":
+        from .false_sharing import main as fs_main
+
+        return fs_main(args)
     else:
         print(f"unknown workload {name!r}\n{__doc__}", file=sys.stderr)
         return 2
