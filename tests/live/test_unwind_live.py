@@ -42,13 +42,15 @@ SIG_C = r"""
 #include <stdio.h>
 #include <sys/time.h>
 volatile double sink;
-__attribute__((noinline)) void handler_work(void) { double s = 0; for (int i = 0; i < 200000; i++) s += i * 0.5; sink = s; }
+/* ~2 ms a call: longer than a sample period, so the handler is sampled whatever the phase of the
+   itimer's ticks against the sampling clock (a 0.2 ms handler was hit 3 to 90 times a run) */
+__attribute__((noinline)) void handler_work(void) { double s = 0; for (int i = 0; i < 2000000; i++) s += i * 0.5; sink = s; }
 void on_alarm(int sig) { handler_work(); }
 __attribute__((noinline)) double spin(long n) { double s = 0; for (long i = 0; i < n; i++) s += i / 3.0; return s; }
 int main(void) {
   struct sigaction sa = {0}; sa.sa_handler = on_alarm; sigaction(SIGPROF, &sa, 0);
   sigset_t set; sigemptyset(&set); sigaddset(&set, SIGPROF); sigprocmask(SIG_UNBLOCK, &set, 0);  /* a blocked mask is inherited */
-  struct itimerval it = {{0, 2000}, {0, 2000}}; setitimer(ITIMER_PROF, &it, 0);
+  struct itimerval it = {{0, 10000}, {0, 10000}}; setitimer(ITIMER_PROF, &it, 0);
   double t = 0; for (int k = 0; k < 120; k++) t += spin(3000000 + k);
   printf("%f\n", t); return 0;
 }
