@@ -97,6 +97,7 @@ _TEMPLATE = r"""<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>__TITLE__</title>
 <style>
+ html{scrollbar-gutter:stable}
  body{margin:0;font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;color:#222}
  header{display:flex;gap:12px;align-items:center;padding:8px 12px;border-bottom:1px solid #ddd;flex-wrap:wrap}
  h1{font-size:15px;margin:0;font-weight:600} .sub{color:#666}
@@ -144,7 +145,7 @@ function color(name){
 function hash(s){ let h = 2166136261; for (let i = 0; i < s.length; i++){ h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); } return Math.abs(h); }
 function pct(v){ return (100 * v / root.total).toFixed(2) + "%"; }
 function isAncestor(a, n){ for (let p = n; p; p = p.parent) if (p === a) return true; return false; }
-function layout(){
+function layout(again){
   // x in [0,1] relative to the zoomed node; ancestors of zoom span the full width
   const W = chart.clientWidth || 1000;
   for (const n of nodes){ n.vis = false; }
@@ -192,6 +193,8 @@ function layout(){
   document.body.dataset.zoom = zoom.name; document.body.dataset.mode = icicle ? "icicle" : "flame";
   document.body.dataset.depth = String(depth); document.body.dataset.cut = String(cuts);
   chart.className = icicle ? "icicle" : "flame";
+  // the new height may have added (or removed) the page's scroll bar, changing the width: once more
+  if (!again && chart.clientWidth && chart.clientWidth !== W) layout(true);
 }
 // flame mode puts the root at the bottom of a chart that may be taller than the window: show it
 function showZoomed(){ if (!icicle && zoom.el) zoom.el.scrollIntoView({block: "nearest"}); }
@@ -218,7 +221,7 @@ document.getElementById("search").addEventListener("input", e => {
   try { query = v ? new RegExp(v) : null; } catch (err) { query = null; }
   layout(); matched();
 });
-window.addEventListener("resize", layout);
+window.addEventListener("resize", () => layout());
 layout(); showZoomed();
 status.textContent = root.total.toLocaleString() + " " + unit + " in total; click a frame to zoom";
 })();
