@@ -109,3 +109,34 @@ def test_probe_agrees_with_perf_list(capsys, perf_bin, group):
     rows, _ = listing(capsys, "--probe", group)
     perf_says = _perf_list(perf_bin, group)
     assert {r["name"] for r in rows if r["works"]} == {r["name"] for r in rows if r["name"] in perf_says}
+
+
+def test_default_list_hides_what_cannot_open(capsys):
+    """As perf list: hardware and cache events that do not open here are left out
+    unless --all (or --probe) asks, with one note saying how many and why."""
+    from tests.conftest import hardware_pmu_reason
+
+    shown, err = listing(capsys)
+    everything, _ = listing(capsys, "--all")
+    probed, _ = listing(capsys, "--probe", "hw")
+    works = {r["name"] for r in probed if r["works"]}
+    hw_shown = {r["name"] for r in shown if r["group"] == "hardware"}
+    assert hw_shown == works  # exactly the hardware events that open
+    assert {r["name"] for r in everything if r["group"] == "hardware"} >= {r["name"] for r in probed}
+    if hardware_pmu_reason() is not None:
+        assert not hw_shown and "cannot open here and are not listed" in err and "--all" in err
+    assert len(everything) > len(shown) or not (set(r["name"] for r in probed) - works)
+
+
+def test_probe_text_gives_each_reason_once(capsys):
+    assert main(["list", "--probe", "hw"]) == 0
+    out = capsys.readouterr().out
+    body, _, reasons = out.partition("Reasons (")
+    if "[unavailable" not in body:
+        return  # every hardware event opens here: nothing to explain
+    lines = [ln for ln in reasons.splitlines()[1:] if ln.strip()]
+    texts = [ln.split(": ", 1)[1] for ln in lines]
+    assert len(texts) == len(set(texts))  # each reason once
+    for ln in lines:  # every numbered reason is the one of some event above
+        n = ln.split(":", 1)[0].strip()
+        assert f"[unavailable {n}]" in body or f"[works {n}]" in body, n

@@ -32,6 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("glob", nargs="?", metavar="GLOB", help="filter: glob, substring or group word")
     parser.add_argument("--json", action="store_true", help="one JSON object per event")
     parser.add_argument("--probe", action="store_true", help="open and close each event to see whether it works here")
+    parser.add_argument("--all", action="store_true",
+                        help="also list the hardware and cache events that cannot open here (hidden by default, as "
+                             "perf list hides them)")
     parser.add_argument(
         "--probe-tracepoints",
         type=int,
@@ -118,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             "(a VM without a virtual PMU?), so hardware and cache events will not open; "
             "software events and tracepoints work"
         )
+    if not args.probe and not args.all and args.sysfs == "/sys":
+        events = _hide_unopenable(events, args.sysfs, notes)
     if args.probe:
         started = time.perf_counter()
         tracepoints = [i for i, e in enumerate(events) if e.group == "tracepoint"]
@@ -144,6 +149,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the groups perf list shows only where they open (is_event_supported)
+_HIDDEN_GROUPS = ("hardware", "cache")
+
+
+def _generic(note: str, e: EventInfo) -> str:
+    """``note`` without the event's own name, so events failing for one cause
+    share one reason (``'cycles' needs a hardware PMU`` -> ``needs a hardware PMU``)."""
+    for name in (e.event or "", e.name, *e.aliases):
+        if name and note.startswith(f"'{name}' "):
+            return note[len(name) + 3:]
+        note = note.replace(f"'{name}'", "the event") if name else note
+    return note
+
+
+def _hide_unopenable(events: list[EventInfo], sysfs: str, notes: list[str]) -> list[EventInfo]:
+    """``events`` less the hardware and cache events that do not open here
+    (each is opened and closed once: ~10 us), with one note saying how many
+    were left out and why."""
+    keep, why = [], {}
+    for e in events:
+        if e.group in _HIDDEN_GROUPS and e.event is not None:
+            works, note = probe_event(e.event, sysfs)
+            if not works:
+                note = _generic(note, e)
+                why[note] = why.get(note, 0) + 1
+                continue
+        keep.append(e)
+    if why:
+        common = max(why, key=why.get)
+        more = f" (and {len(why) - 1} other reasons)" if len(why) > 1 else ""
+        notes.append(f"{sum(why.values())} hardware/cache events cannot open here and are not listed: {common}{more}; "
+                     "--all lists them, --probe gives the reason of each")
+    return keep
+
+
 def _print_json(events: list[EventInfo], results: dict, probe: bool) -> None:
     out = sys.stdout
     out.write("[\n")
@@ -165,6 +205,7 @@ def _print_json(events: list[EventInfo], results: dict, probe: bool) -> None:
 def _print_text(events: list[EventInfo], results: dict, probe: bool) -> None:
     current = None
     width = min(56, max((len(_label(e)) for e in events), default=20) + 2)
+    reasons: dict[str, int] = {}  # each distinct reason (or note) once, numbered, after the list
     for i, e in enumerate(events):
         if e.group != current:
             if current is not None:
@@ -176,10 +217,16 @@ def _print_text(events: list[EventInfo], results: dict, probe: bool) -> None:
         if probe and e.event is not None:
             works, note = results.get(i, (None, ""))
             status = {True: "[works]", False: "[unavailable]", None: "[not probed]"}[works]
-            line = f"  {label:<{width}} {status:<14} {e.description}"
             if note and works is not None:
-                line += f"\n  {'':<{width}} {'':<14} -> {note}"
+                n = reasons.setdefault(_generic(note, e), len(reasons) + 1)
+                status = f"{status[:-1]} {n}]"
+            line = f"  {label:<{width}} {status:<17} {e.description}"
         print(line)
+    if reasons:
+        print()
+        print("Reasons (the number after [unavailable] or [works]):")
+        for note, n in reasons.items():
+            print(f"  {n:>3}: {note}")
 
 
 def _label(e: EventInfo) -> str:
