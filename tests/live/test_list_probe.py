@@ -134,7 +134,7 @@ def test_probe_text_gives_each_reason_once(capsys):
     body, _, reasons = out.partition("Reasons (")
     if "[unavailable" not in body:
         return  # every hardware event opens here: nothing to explain
-    lines = [ln for ln in reasons.splitlines()[1:] if ln.strip()]
+    lines = [ln for ln in reasons.splitlines()[1:] if ln.startswith("  ") and ln.split(":", 1)[0].strip().isdigit()]
     texts = [ln.split(": ", 1)[1] for ln in lines]
     assert len(texts) == len(set(texts))  # each reason once
     for ln in lines:  # every numbered reason is the one of some event above
