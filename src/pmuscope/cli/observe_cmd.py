@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
                 f.abort()
     s = result.summary()
     if args.json:
+        if result.switches is not None:
+            from ..observe.switches import who_ran
+
+            s = {**s, "who_ran": who_ran(result.switches)}
         print(json.dumps(s))
         return 0
     out = sys.stdout
@@ -105,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
         tl = result.switches.timeline()
         print(f"  switches       {s['switch_records']:>10,}   records, {len(set(tl['tid'].tolist())):,} threads ran on the CPU"
               f" ({s['switch_lost']} lost)", file=out)
+        from ..observe.switches import format_who_ran, who_ran
+
+        rows = who_ran(result.switches)
+        print("  who ran where (time on the CPU while observed, most first):", file=out)
+        print(format_who_ran(rows[:10], len(rows)), file=out)
     if result.tags is not None:
         from ..observe.tagging import format_tags
 

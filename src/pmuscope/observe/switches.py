@@ -242,3 +242,47 @@ class SwitchTracker:
                 out.guard(np.savetxt, out.file, np.column_stack([tl[k] for k in TIMELINE_DTYPE.names]), fmt="%d",
                           delimiter=",", header=",".join(TIMELINE_DTYPE.names), comments="")
         return path
+
+
+def who_ran(tracker: "SwitchTracker", top: int | None = None) -> list[dict]:
+    """Which threads ran on the tracked CPUs while tracking, most time first:
+    ``{cpu, pid, tid, comm, runs, time_ns, pct}`` per (CPU, thread), time
+    clipped to the tracked span (``pct`` of it). ``comm`` is read from /proc
+    while the thread lives (``swapper`` for pid 0, else ``?``)."""
+    tl = tracker.timeline()
+    t0 = tracker.started_at or 0
+    t1 = tracker.stopped_at if tracker.stopped_at is not None else time.clock_gettime_ns(tracker.clockid)
+    span = max(t1 - t0, 1)
+    rows: dict[tuple[int, int, int], list[int]] = {}
+    for cpu, start, end, pid, tid in zip(tl["cpu"].tolist(), tl["start"].tolist(), tl["end"].tolist(),
+                                         tl["pid"].tolist(), tl["tid"].tolist()):
+        dt = min(end, t1) - max(start, t0)
+        if dt <= 0:
+            continue
+        r = rows.setdefault((cpu, pid, tid), [0, 0])
+        r[0] += 1
+        r[1] += dt
+    out = []
+    for (cpu, pid, tid), (runs, ns) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        if pid == 0 and tid == 0:
+            comm = "swapper"
+        else:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                comm = "?"
+        out.append({"cpu": cpu, "pid": pid, "tid": tid, "comm": comm, "runs": runs, "time_ns": ns,
+                    "pct": round(100.0 * ns / span, 3)})
+    return out[:top] if top else out
+
+
+def format_who_ran(rows: list[dict], total: int) -> str:
+    """``who_ran`` as a text table (``total``: the number of threads in all)."""
+    lines = [f"  {'CPU':>3}  {'PID':>8}  {'TID':>8}  {'COMM':<16}  {'RUNS':>6}  {'TIME(ms)':>9}  {'%':>6}"]
+    for r in rows:
+        lines.append(f"  {r['cpu']:>3}  {r['pid']:>8}  {r['tid']:>8}  {r['comm'][:16]:<16}  {r['runs']:>6}  "
+                     f"{r['time_ns'] / 1e6:>9.2f}  {r['pct']:>6.2f}")
+    if total > len(rows):
+        lines.append(f"  ... {total - len(rows)} more threads (--json lists them all)")
+    return "\n".join(lines)
