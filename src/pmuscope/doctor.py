@@ -248,8 +248,18 @@ def _read_path_check() -> Check:
     if info.get("calibration_ns"):
         text += f"; measured ns/read {info['calibration_ns']}"
     status = OK if path == "rdpmc" or info.get("calibration_ns") else WARN
-    return Check("read_path", status, text, str(info.get("reason", "")), None if status == OK else
-                 "rebuild with a C compiler (pip install --force-reinstall pmuscope) and allow rdpmc", info)
+    reason = str(info.get("reason", ""))
+    if status == OK:
+        fix = None
+    elif "needs a hardware PMU" in reason or "no hardware PMU" in reason:
+        # the real cause: no counter to read from user space, whatever is built
+        text += "; no hardware PMU here, so hardware counters cannot be read from user space at all"
+        fix = "nothing to rebuild: software events are read with read(); on a machine with a (virtual) PMU rdpmc works"
+    elif not info.get("native_helper"):
+        fix = "rebuild with a C compiler (pip install --force-reinstall pmuscope) for the native read loop"
+    else:
+        fix = "allow user-space counter reads: sysctl kernel.perf_user_access=1 (arm64) or /sys/bus/event_source/devices/cpu/rdpmc=1 (x86)"
+    return Check("read_path", status, text, reason, fix, info)
 
 
 # -- the checks ----------------------------------------------------------------

@@ -294,3 +294,23 @@ def test_doctor_command(archives, capsys):
                                          "rdpmc", "nmi_watchdog", "rlimit_nofile", "perf_event_mlock_kb",
                                          "perf_event_max_sample_rate", "kptr_restrict", "tracefs"}
     assert all(set(d) == {"name", "status", "summary", "detail", "fix", "data"} for d in data)
+
+
+def test_read_path_advice_names_the_real_cause(monkeypatch):
+    """Without a hardware PMU the advice is not 'rebuild' (the helper may be built):
+    there is no counter to read; with the helper missing it says to rebuild; with
+    both there it says how to allow rdpmc."""
+    from pmuscope import doctor
+    from pmuscope.observe import mmap_page
+
+    cases = [
+        ({"cycles_path": "read", "native_helper": True,
+          "reason": "'cycles:u' needs a hardware PMU, and this machine exposes none"}, "nothing to rebuild"),
+        ({"cycles_path": "read", "native_helper": False, "reason": "rdpmc disabled"}, "rebuild with a C compiler"),
+        ({"cycles_path": "read", "native_helper": True, "reason": "cap_user_rdpmc is 0"}, "allow user-space counter reads"),
+        ({"cycles_path": "rdpmc", "native_helper": True, "reason": ""}, None),
+    ]
+    for info, fix in cases:
+        monkeypatch.setattr(mmap_page, "explain", lambda info=info: dict(info))
+        c = doctor._read_path_check()
+        assert (c.fix is None) if fix is None else (fix in c.fix), (info, c.fix)
