@@ -138,6 +138,8 @@ def render_text(d: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pid is not None and args.pid <= 0:
+        raise PmuscopeError(f"-p {args.pid}: expected a process id (a positive number)")
     try:
         return _run(args)
     except KeyError as err:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
 
+from ..errors import PmuscopeError
 from ..system import read_topology
 from ..system._fs import format_cpulist
 from ..system.topology import Topology
@@ -107,6 +109,11 @@ def run_cpuid(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cpu is not None and not args.cpuid:
+        raise PmuscopeError("--cpu: only with --cpuid (the CPU whose CPUID leaves are read)")
+    if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
+        raise PmuscopeError(f"--cpu {args.cpu}: not a CPU this process may run on "
+                            f"({', '.join(map(str, sorted(os.sched_getaffinity(0))))})")
     if args.cpuid:
         return run_cpuid(args)
     topo = read_topology(args.root)
