@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         raise PmuscopeError("--cpu: only with --cpuid (the CPU whose CPUID leaves are read)")
     if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
         raise PmuscopeError(f"--cpu {args.cpu}: not a CPU this process may run on "
-                            f"({', '.join(map(str, sorted(os.sched_getaffinity(0))))})")
+                            f"({format_cpulist(os.sched_getaffinity(0))})")
     if args.cpuid:
         return run_cpuid(args)
     topo = read_topology(args.root)

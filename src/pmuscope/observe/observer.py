@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import PmuscopeError
 from ..kernel import PerfEventFd, abi
+from ..system._fs import format_cpulist
 from .dte import DEFAULT_TOLERANCE, DteResult, dte_filter
 from .mmap_page import native_available
 
@@ -62,17 +63,6 @@ def _specs(events) -> list:
 MAX_RATE_HZ = 1_000_000.0
 #: the most memory the sample buffers of one run may take
 MAX_BUFFER_BYTES = 2 << 30
-
-
-def _cpu_list(cpus: list[int]) -> str:
-    out, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def _threads_of(pid: int) -> list[int]:
@@ -216,7 +206,7 @@ class Observer:
             allowed = sorted(os.sched_getaffinity(0))
             if observer_cpu not in allowed:
                 raise PmuscopeError(f"--observer-cpu {observer_cpu} is not a CPU this process may run on "
-                                    f"({_cpu_list(allowed)})")
+                                    f"({format_cpulist(allowed)})")
         if loop not in ("auto", "python", "native"):
             raise PmuscopeError(f"observe: unknown loop {loop!r} (auto, python, native)")
         if loop == "native" and not native_available():
