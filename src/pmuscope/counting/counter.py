@@ -276,6 +276,8 @@ class Counter:
         self._opened = False
         self._enabled = False
         self.start_ns = 0
+        #: the clock reading of the read() in progress (tool events take it too)
+        self._read_ts: int | None = None
         self.last = None
 
     # -- open / close -------------------------------------------------------
@@ -451,7 +453,7 @@ class Counter:
         children included), of the attached process, or of this process."""
         if name == "duration_time":
             def fn():
-                v = (getattr(self, "_read_ts", None) or _now()) - self.start_ns
+                v = (self._read_ts or _now()) - self.start_ns
                 return (v, v, v)
             return fn
         field = 0 if name == "user_time" else 1

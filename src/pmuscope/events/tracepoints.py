@@ -22,18 +22,24 @@ def _mount_tracefs(path: str) -> bool:
         return False
 
 
+def _mounted(sysfs_root: str) -> str | None:
+    for rel in ("kernel/tracing", "kernel/debug/tracing"):
+        path = os.path.join(sysfs_root, rel)
+        if os.path.isdir(os.path.join(path, "events")):
+            return path
+    return None
+
+
 def find_tracefs(sysfs_root: str = "/sys") -> str | None:
     """The tracefs mount under ``sysfs_root`` (``kernel/tracing``, else
     ``kernel/debug/tracing``), or None. On the real ``/sys``, an unmounted
     tracefs is mounted at ``/sys/kernel/tracing`` when running as root, like
     perf does (a fresh machine often has it unmounted until first use)."""
-    for attempt in (0, 1):
-        for rel in ("kernel/tracing", "kernel/debug/tracing"):
-            path = os.path.join(sysfs_root, rel)
-            if os.path.isdir(os.path.join(path, "events")):
-                return path
-        if attempt or sysfs_root != "/sys" or not _mount_tracefs("/sys/kernel/tracing"):
-            break
+    path = _mounted(sysfs_root)
+    if path is None and sysfs_root == "/sys" and _mount_tracefs("/sys/kernel/tracing"):
+        path = _mounted(sysfs_root)
+    if path is not None:
+        return path
     # tracefs is root-only (mode 0700) by default: report it rather than "not mounted"
     path = os.path.join(sysfs_root, "kernel/tracing")
     if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
