@@ -295,7 +295,7 @@ def test_profile_python_summary_from_folded_stacks():
     recursion and keep the innermost four functions."""
     from collections import Counter
 
-    from pmuscope.cli.profile_cmd import python_summary
+    from pmuscope.profile.folded import python_summary
 
     folded = Counter({
         "python3;py::main:/w/app.py;_PyEval_EvalFrameDefault;py::work:/w/app.py;py::fib:/w/app.py;py::fib:/w/app.py;"
