@@ -156,10 +156,12 @@ _HIDDEN_GROUPS = ("hardware", "cache")
 def _generic(note: str, e: EventInfo) -> str:
     """``note`` without the event's own name, so events failing for one cause
     share one reason (``'cycles' needs a hardware PMU`` -> ``needs a hardware PMU``)."""
-    for name in (e.event or "", e.name, *e.aliases):
-        if name and note.startswith(f"'{name}' "):
+    names = [n for n in (e.event, e.name, *e.aliases) if n]
+    for name in names:
+        if note.startswith(f"'{name}' "):
             return note[len(name) + 3:]
-        note = note.replace(f"'{name}'", "the event") if name else note
+    for name in names:
+        note = note.replace(f"'{name}'", "the event")
     return note
 
 
