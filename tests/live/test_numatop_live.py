@@ -68,9 +68,11 @@ def test_busy_process_cpu_pct_and_memory_on_node0(busy):
     assert d["interval_s"] >= 0.9
     # its CPU time inside the interval cannot exceed what it got over the whole run
     assert row["cpu_pct"] * d["interval_s"] * 1e7 <= (r1 - r0) * 1.02 + 5e6
-    # on a loaded 2-vCPU machine the loop gets what the scheduler gives it: compare with that
-    assert row["cpu_pct"] == pytest.approx(window_pct, abs=20), (row, window_pct)
-    assert row["cpu_pct"] <= 101
+    # and it cannot be less than what it got over the whole run minus a full CPU for the time outside the
+    # interval (a one-thread loop runs on at most one CPU): bounds that hold however loaded the machine is
+    outside_ns = ((t1 - t0) - d["interval_s"]) * 1e9
+    assert row["cpu_pct"] * d["interval_s"] * 1e7 >= (r1 - r0) - outside_ns - 5e6, (row, window_pct)
+    assert 1 < row["cpu_pct"] <= 101  # a busy loop gets some CPU in a second, at most one CPU
     assert row["mem_kb"] > 1000 and row["mem_kb_by_node"]["0"] == row["mem_kb"]
     node0 = d["nodes"][0]
     assert node0["node"] == 0 and 0 in node0["cpus"] and node0["mem_total_kb"] > 0
