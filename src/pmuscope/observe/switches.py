@@ -187,7 +187,10 @@ class SwitchTracker:
             tids.insert(0, log.first_out[2])
         t = np.asarray(times, dtype=np.int64)
         order = np.argsort(t, kind="stable")  # rings are per CPU and in order; be safe
-        return t[order], np.asarray(pids, dtype=np.int32)[order], np.asarray(tids, dtype=np.int32)[order]
+        # sample_id pid/tid are u32 in the record: the kernel writes -1 (0xffffffff) for a task that is
+        # exiting (perf_event_pid/tid of a dead task); keep it as -1, "no task known"
+        return (t[order], np.asarray(pids, dtype=np.int64).astype(np.int32)[order],
+                np.asarray(tids, dtype=np.int64).astype(np.int32)[order])
 
     def running_on(self, cpu: int, t: int) -> tuple[int, int] | None:
         """(pid, tid) running on ``cpu`` at ``t`` (CLOCK_MONOTONIC ns), or None if unknown."""
