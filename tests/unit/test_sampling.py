@@ -327,6 +327,77 @@ def test_kernel_map_hidden(tmp_path):
     assert synth_mod.kernel_mmap(S.IP, str(tmp_path)) == b""
 
 
+def _kallsyms(etext: int, lines: int = 2000) -> str:
+    """A kallsyms whose _etext lies past its first page, as in a real one."""
+    body = "".join(f"ffffffff81{i:06x} t f{i}\n" for i in range(lines))
+    return f"ffffffff81000000 T _stext\nffffffff81000000 T _text\n{body}{etext:016x} T _etext\n"
+
+
+def test_kernel_text_range_is_kept_per_boot_and_first_page(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(cache))
+    proc = tmp_path / "proc"
+    (proc / "sys" / "kernel" / "random").mkdir(parents=True)
+    boot = proc / "sys" / "kernel" / "random" / "boot_id"
+    boot.write_text("c817b327-8ae1-4696-8a01-d5b7573ad346\n")
+    ks = proc / "kallsyms"
+    ks.write_text(_kallsyms(0xFFFFFFFF82200000))
+    assert len(ks.read_bytes()) > 3 * 4096
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82200000)
+    (kept,) = cache.iterdir()
+    assert kept.name == f"kernel-text-c817b327-8ae1-4696-8a01-d5b7573ad346-{os.geteuid()}.bin"
+    # same boot, same first page: the kept range answers, the rest of kallsyms is not read
+    ks.write_text(_kallsyms(0xFFFFFFFF82300000))
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82200000)
+    # another boot: read again, and the earlier boot's range is removed
+    boot.write_text("00000000-0000-0000-0000-000000000002\n")
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82300000)
+    assert [p.name for p in cache.iterdir()] == [f"kernel-text-00000000-0000-0000-0000-000000000002-{os.geteuid()}.bin"]
+    # another first page (KASLR moved _text, or a symbol more): read again
+    ks.write_text(_kallsyms(0xFFFFFFFF82400000).replace("ffffffff81000000 T _text", "ffffffff81000000 T _text\n"
+                                                          "ffffffff81000000 T _head"))
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82400000)
+    # hidden addresses in the first page: nothing, whatever is kept
+    ks.write_text("0000000000000000 T _stext\n0000000000000000 T _text\n0000000000000000 T _etext\n")
+    assert synth_mod.kernel_text_range(str(proc)) is None
+    # a damaged kept file is ignored and rewritten
+    ks.write_text(_kallsyms(0xFFFFFFFF82500000))
+    assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82500000
+    (kept,) = cache.iterdir()
+    for bad in (b"", kept.read_bytes()[:30], b"XXXXXXXX" + kept.read_bytes()[8:], kept.read_bytes() + b"x"):
+        kept.write_bytes(bad)
+        ks.write_text(_kallsyms(0xFFFFFFFF82600000))
+        assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82600000
+        ks.write_text(_kallsyms(0xFFFFFFFF82700000))  # kept again: the next read is the kept range
+        assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82600000
+    # no cache directory: every run reads kallsyms
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", "")
+    assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82700000
+
+
+def test_recording_imports_neither_numpy_nor_the_reader():
+    """``record`` pays for what it uses: numpy (~45 ms) and the perf.data reader
+    are not imported by opening, draining and writing."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import pmuscope.cli.record_cmd, pmuscope.sampling.session, pmuscope.perfdata.writer, "
+            "pmuscope.counting.workload, pmuscope.sampling.synthesize, pmuscope.events, pmuscope.sampling.pyframes; "
+            "print(sorted(m for m in ('numpy', 'pmuscope.perfdata.reader', 'pmuscope.records', "
+            "'pmuscope.sampling.tpformat', 'pmuscope.counting.results') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ))
+    assert out.stdout.strip() == "[]", out.stdout
+    # the names stay importable from their packages
+    import pmuscope.counting as counting
+    import pmuscope.perfdata as perfdata
+    import pmuscope.sampling as sampling
+
+    assert counting.Counts.__module__ == "pmuscope.counting.results"
+    assert perfdata.PerfDataFile.__module__ == "pmuscope.perfdata.reader"
+    assert perfdata.PerfDataAttr is __import__("pmuscope.perfdata.reader", fromlist=["x"]).PerfDataAttr
+    assert sampling.TracepointDecoder.__module__ == "pmuscope.sampling.tpformat"
+
+
 # --- the poll loop over fake rings -------------------------------------------------------------
 def _sample(st, k, cpu):
     return synth.sample(st, ip=0x55D0C0003000 + k, pid=4242, tid=4242, time=1000 + k, cpu=cpu, period=250000)

@@ -35,7 +35,7 @@ from .features import (
     encode_feature,
     encode_string,
 )
-from .reader import FILE_HEADER_SIZE, PERF_MAGIC2, PIPE_HEADER_SIZE, _TimeKeyer, PerfDataAttr, default_event_name
+from ._format import FILE_HEADER_SIZE, PERF_MAGIC2, PIPE_HEADER_SIZE, PerfDataAttr, default_event_name
 
 ATTR_SIZE = abi.PERF_ATTR_SIZE_VER7
 #: uncompressed bytes per zstd frame; below COMPRESS_MMAP_LEN, the decompression
@@ -323,6 +323,8 @@ class PerfDataWriter:
         self.write(record)
         self.nr_records += 1
         if len(record) >= 8 and struct.unpack_from("<I", record)[0] == abi.PERF_RECORD_SAMPLE and self.attrs:
+            from .reader import _TimeKeyer
+
             t = _TimeKeyer(self.attrs[:1] if len(self.attrs) == 1 else self.attrs).time(abi.PERF_RECORD_SAMPLE, memoryview(record))
             if t >= 0:
                 self._first_time = t if self._first_time is None else min(self._first_time, t)
