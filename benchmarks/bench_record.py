@@ -19,12 +19,15 @@
    exits at once (``-- true``), with a bare ``python3 -c pass`` as the floor of
    any Python tool: perf 6.1 waits up to 1 s at exit for its side-band thread,
    so only the CPU is compared. Target: CPU <= perf's.
+4. The profilers' own CPU recording the whole machine (``-a -g``, ``--sw-seconds``)
+   with a busy loop on every CPU: the drain at volume (and, for perf, its
+   build-id pass over the file at exit).
 
 Both profilers are pinned to another CPU than the workload (``--profiler-cpu``,
 default 0), so what is measured is the sampling cost on the workload's CPU, not
 where the scheduler happens to wake the profiler.
 
-    python benchmarks/bench_record.py [--iterations N] [--rounds R] [--event E] [--freq HZ] [-v]
+    python benchmarks/bench_record.py [--iterations N] [--rounds R] [--event E] [--freq HZ] [--sw-seconds S] [-v]
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--event", default=None, help="event for both tools (default: pmuscope's default event)")
     ap.add_argument("--freq", type=int, default=4000)
+    ap.add_argument("--sw-seconds", type=float, default=4.0, help="system-wide section: record -a for this long (0: skip)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every run")
     ap.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1, help="CPU to pin the workload to")
     ap.add_argument("--profiler-cpu", type=int, default=0 if (os.cpu_count() or 1) > 1 else None,
@@ -142,14 +146,17 @@ def main() -> int:
     def med(name: str, i: int) -> float:
         return statistics.median(x[i] for x in res[name])
 
+    # "added per sample": the workload's extra CPU over no profiler, per sample taken. The
+    # profilers run on another CPU, so on the workload's CPU this is the kernel's sampling
+    # (timer interrupt, call-chain walk, ring write) plus, with Python frames, the trampolines
     print(f"\n{'config':14s} {'inner wall':>11s} {'inner cpu':>10s} {'slowdown(wall)':>15s} {'slowdown(cpu)':>14s} "
-          f"{'profiler cpu':>13s} {'per 1k samples':>15s} {'samples':>8s}")
+          f"{'added/sample':>13s} {'profiler cpu':>13s} {'samples':>8s}")
     for name in configs:
         sw, sc = med(name, 0) / med("base", 0), med(name, 1) / med("base", 1)
         s = int(statistics.median(samples[name])) if samples.get(name) else 0
-        per = f"{med(name, 2) / s * 1000 * 1000:13.2f}ms" if s else f"{'':15s}"
+        per = f"{(med(name, 1) - med('base', 1)) / s * 1e6:11.1f}us" if s else f"{'':13s}"
         print(f"{name:14s} {med(name, 0):10.3f}s {med(name, 1):9.3f}s {sw:14.3f}x {sc:13.3f}x "
-              f"{med(name, 2):12.3f}s {per} {s:8d}")
+              f"{per} {med(name, 2):12.3f}s {s:8d}")
     if theirs:
         perf_w, perf_c = med("perf", 0) / med("base", 0), med("perf", 1) / med("base", 1)
         for name in ("pmuscope-nopy", "pmuscope"):
@@ -180,6 +187,40 @@ def main() -> int:
             pc = statistics.median(x[1] for x in got["perf"])
             line += f"  / perf: wall {w / pw:.2f}, cpu {c / pc:.2f}"
         print(line)
+
+    # -- system-wide: the drain at volume ----------------------------------------------------
+    if args.sw_seconds > 0:
+        d = args.sw_seconds
+        sw = {"pmuscope": [sys.executable, "-m", "pmuscope", "record", "-q", "-a", "-g", "-F", str(args.freq), "-e", event,
+                           "-o", os.path.join(tmp, "sw1.data"), "--duration", str(d)]}
+        if perf:
+            sw["perf"] = [perf, "record", "-q", "-a", "-g", "-F", str(args.freq), "-e", event,
+                          "-o", os.path.join(tmp, "sw2.data"), "--", "sleep", str(d)]
+        # one busy loop per CPU for the whole section (reaped at its end, outside every measurement)
+        spin = "import time\nt = time.time() + %f\nwhile time.time() < t: pass" % (d * 2.5 * max(args.rounds // 2, 1) + 5)
+        load = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+        got_sw: dict[str, list[tuple[float, int]]] = {k: [] for k in sw}
+        try:
+            for r in range(max(args.rounds // 2, 1)):
+                for name, cmd in sw.items():
+                    _, c = wall_cpu(cmd, env)
+                    from pmuscope.perfdata import PerfDataFile
+
+                    f = PerfDataFile(os.path.join(tmp, "sw1.data" if name == "pmuscope" else "sw2.data"))
+                    got_sw[name].append((c, f.sample_counts()[0]))
+                    f.close()
+        finally:
+            for p in load:
+                p.kill()
+                p.wait()
+        print(f"\nrecord -a -g -F {args.freq} for {d:g} s, every CPU busy (medians):")
+        for name in sw:
+            c = statistics.median(x[0] for x in got_sw[name])
+            n = int(statistics.median(x[1] for x in got_sw[name]))
+            line = f"  {name:10s} own cpu {c:.3f}s  samples {n}"
+            if perf and name != "perf":
+                line += f"  / perf: cpu {c / statistics.median(x[0] for x in got_sw['perf']):.2f}"
+            print(line)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
