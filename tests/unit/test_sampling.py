@@ -320,6 +320,13 @@ def test_synthesize_from_proc(tmp_path):
     ]
     assert (maps[0].maj, maps[0].min, maps[0].ino, maps[0].prot, maps[0].flags) == (0xFE, 0, 1234, 5, 2)
     assert synth_mod.mmap_filenames(blob)[:2] == ["[kernel.kallsyms]_text", "/usr/bin/busyloop"]
+    # with data mmaps (perf record -d), every mapping but the non-executable [stack]-like ones
+    data = b"".join(synth_mod.process_records(4242, st, procfs_root=str(proc), data_mmaps=True))
+    maps = [i for i in decode(data, AttrTable([(attr, [])])) if isinstance(i, Mmap2)]
+    assert [(m.filename, m.addr, m.prot) for m in maps] == [
+        ("/usr/bin/busyloop", 0x55D0C0000000, 1), ("/usr/bin/busyloop", 0x55D0C0002000, 5),
+        ("/usr/lib/libc.so.6", 0x7F0000000000, 5), ("//anon", 0x7F0000200000, 7), ("[vdso]", 0x7FFD00000000, 5),
+    ]
 
 
 def test_kernel_map_hidden(tmp_path):

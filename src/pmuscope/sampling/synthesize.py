@@ -279,6 +279,10 @@ def process_records(pid: int, sample_type: int, *, procfs_root: str = "/proc", d
         return
     sid = synth.sample_id(sample_type, pid=tgid, tid=tgid)
     for line in lines:
+        if not data_mmaps:
+            sp = line.find(" ")  # "start-end rwxp ...": skip the mappings that are not executable before parsing
+            if line[sp + 3:sp + 4] != "x":
+                continue
         m = parse_maps_line(line)
         if m is None:
             continue
