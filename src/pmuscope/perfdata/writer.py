@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import re
-import socket
 import struct
 import sys
 from typing import Any, BinaryIO, Iterable
@@ -81,7 +79,7 @@ def host_cpuid() -> str:
     if "vendor_id" in info:
         return f"{info['vendor_id']},{info.get('cpu family', '0')},{info.get('model', '0')},{info.get('stepping', '0')}"
     midr = _read("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1")
-    return midr or platform.machine()
+    return midr or os.uname().machine  # what platform.machine() returns, without importing platform
 
 
 def host_features(argv: list[str] | None = None) -> dict[int, Any]:
@@ -89,7 +87,7 @@ def host_features(argv: list[str] | None = None) -> dict[int, Any]:
     CMDLINE, CPU_TOPOLOGY and NUMA_TOPOLOGY of the running machine."""
     uts = os.uname()
     feats: dict[int, Any] = {
-        Feature.HOSTNAME: uts.nodename or socket.gethostname(),
+        Feature.HOSTNAME: uts.nodename or __import__("socket").gethostname(),  # gethostname() is uname's nodename on Linux
         Feature.OSRELEASE: uts.release,
         Feature.VERSION: f"pmuscope {_pmuscope_version}",
         Feature.ARCH: uts.machine,
