@@ -453,6 +453,33 @@ def test_poll_loop_streams_into_perf_data(fakes, tmp_path):
     assert ips[:10] == [0x55D0C0003000 + i for i in range(10)] and ips[-1] == 0x55D0C0003000 + 999
 
 
+def test_one_header_walk_counts_samples_lost_throttles_and_mmap_names():
+    """The recorder's walk over a drained chunk gives what the ring's own
+    LOST scan (the reference it replaced for recording) and the decoder give."""
+    rec = Recorder("cpu-clock", system_wide=True, cpus=[0], output=None, build_ids=True)
+    st = int(rec.attrs[0].sample_type)
+    sid = synth.sample_id(st, pid=1, tid=1, time=50)
+    chunk = b"".join([
+        _sample(st, 0, 0),
+        synth.record(abi.PERF_RECORD_LOST, 0, struct.pack("<QQ", 7, 11) + sid),
+        synth.mmap2(1, 1, 0x1000, 0x1000, 0, "/usr/lib/x.so", sample_id=sid),
+        _sample(st, 5, 0),
+        synth.record(abi.PERF_RECORD_LOST_SAMPLES, 0, struct.pack("<Q", 4) + sid),
+        synth.record(abi.PERF_RECORD_THROTTLE, 0, struct.pack("<QQQ", 60, 1, 1) + sid),
+        synth.record(abi.PERF_RECORD_LOST, 0, struct.pack("<QQ", 7, 2) + sid),
+        _sample(st, 9, 0),
+    ])
+    rec._account(chunk)
+    r = rec.result
+    assert (r.samples, r.lost, r.lost_samples, r.throttled) == (3, 13, 4, 1)
+    assert (rec._first_time, rec._last_time) == (1000, 1009)
+    assert rec._dso_names == {"/usr/lib/x.so"}
+    ring = RingBuffer.from_memory(make_mem(1))
+    ring._scan_lost(chunk)
+    assert (ring.lost, ring.lost_samples) == (r.lost, r.lost_samples)
+    rec.close()
+
+
 def test_records_iterates_live_and_stops(fakes, tmp_path):
     rec = Recorder("cpu-clock", cpus=[0], output=None, procfs_root=str(tmp_path), mmap_pages=4)
     rec.start()
