@@ -209,6 +209,19 @@ def test_true_exits_quickly_with_its_status(tmp_path, perf_bin):
     assert failing.returncode == 7
 
 
+def test_recording_a_command_never_imports_numpy(tmp_path, perf_bin):
+    """The whole run (open, synthesize, drain, build-ids, features) is
+    numpy-free: ``import numpy`` alone is ~45 ms of a ~0.1 s ``record -- true``."""
+    out = tmp_path / "n.data"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pmuscope", "record", "-o", str(out), "-g",
+                           "--", *WORK[:3], "iterations", "2000"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "pmuscope.sampling.session" in imported  # the measurement saw the recording
+    assert not {m for m in imported if m == "numpy" or m.startswith("numpy.")}, "record imported numpy"
+    assert "Captured and wrote" in proc.stderr and perf_sample_count(perf_bin, out) > 0
+
+
 def test_ctrl_c_writes_a_valid_file(tmp_path, perf_bin):
     out = tmp_path / "int.data"
     proc = subprocess.Popen([*PMUSCOPE, "record", "-e", "cpu-clock", "-F", "1000", "-a", "-o", str(out)],

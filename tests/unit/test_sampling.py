@@ -320,11 +320,89 @@ def test_synthesize_from_proc(tmp_path):
     ]
     assert (maps[0].maj, maps[0].min, maps[0].ino, maps[0].prot, maps[0].flags) == (0xFE, 0, 1234, 5, 2)
     assert synth_mod.mmap_filenames(blob)[:2] == ["[kernel.kallsyms]_text", "/usr/bin/busyloop"]
+    # with data mmaps (perf record -d), every mapping but the non-executable [stack]-like ones
+    data = b"".join(synth_mod.process_records(4242, st, procfs_root=str(proc), data_mmaps=True))
+    maps = [i for i in decode(data, AttrTable([(attr, [])])) if isinstance(i, Mmap2)]
+    assert [(m.filename, m.addr, m.prot) for m in maps] == [
+        ("/usr/bin/busyloop", 0x55D0C0000000, 1), ("/usr/bin/busyloop", 0x55D0C0002000, 5),
+        ("/usr/lib/libc.so.6", 0x7F0000000000, 5), ("//anon", 0x7F0000200000, 7), ("[vdso]", 0x7FFD00000000, 5),
+    ]
 
 
 def test_kernel_map_hidden(tmp_path):
     (tmp_path / "kallsyms").write_text("0000000000000000 T _text\n0000000000000000 T _etext\n")
     assert synth_mod.kernel_mmap(S.IP, str(tmp_path)) == b""
+
+
+def _kallsyms(etext: int, lines: int = 2000) -> str:
+    """A kallsyms whose _etext lies past its first page, as in a real one."""
+    body = "".join(f"ffffffff81{i:06x} t f{i}\n" for i in range(lines))
+    return f"ffffffff81000000 T _stext\nffffffff81000000 T _text\n{body}{etext:016x} T _etext\n"
+
+
+def test_kernel_text_range_is_kept_per_boot_and_first_page(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(cache))
+    proc = tmp_path / "proc"
+    (proc / "sys" / "kernel" / "random").mkdir(parents=True)
+    boot = proc / "sys" / "kernel" / "random" / "boot_id"
+    boot.write_text("c817b327-8ae1-4696-8a01-d5b7573ad346\n")
+    ks = proc / "kallsyms"
+    ks.write_text(_kallsyms(0xFFFFFFFF82200000))
+    assert len(ks.read_bytes()) > 3 * 4096
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82200000)
+    (kept,) = cache.iterdir()
+    assert kept.name == f"kernel-text-c817b327-8ae1-4696-8a01-d5b7573ad346-{os.geteuid()}.bin"
+    # same boot, same first page: the kept range answers, the rest of kallsyms is not read
+    ks.write_text(_kallsyms(0xFFFFFFFF82300000))
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82200000)
+    # another boot: read again, and the earlier boot's range is removed
+    boot.write_text("00000000-0000-0000-0000-000000000002\n")
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82300000)
+    assert [p.name for p in cache.iterdir()] == [f"kernel-text-00000000-0000-0000-0000-000000000002-{os.geteuid()}.bin"]
+    # another first page (KASLR moved _text, or a symbol more): read again
+    ks.write_text(_kallsyms(0xFFFFFFFF82400000).replace("ffffffff81000000 T _text", "ffffffff81000000 T _text\n"
+                                                          "ffffffff81000000 T _head"))
+    assert synth_mod.kernel_text_range(str(proc)) == (0xFFFFFFFF81000000, 0xFFFFFFFF82400000)
+    # hidden addresses in the first page: nothing, whatever is kept
+    ks.write_text("0000000000000000 T _stext\n0000000000000000 T _text\n0000000000000000 T _etext\n")
+    assert synth_mod.kernel_text_range(str(proc)) is None
+    # a damaged kept file is ignored and rewritten
+    ks.write_text(_kallsyms(0xFFFFFFFF82500000))
+    assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82500000
+    (kept,) = cache.iterdir()
+    for bad in (b"", kept.read_bytes()[:30], b"XXXXXXXX" + kept.read_bytes()[8:], kept.read_bytes() + b"x"):
+        kept.write_bytes(bad)
+        ks.write_text(_kallsyms(0xFFFFFFFF82600000))
+        assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82600000
+        ks.write_text(_kallsyms(0xFFFFFFFF82700000))  # kept again: the next read is the kept range
+        assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82600000
+    # no cache directory: every run reads kallsyms
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", "")
+    assert synth_mod.kernel_text_range(str(proc))[1] == 0xFFFFFFFF82700000
+
+
+def test_recording_imports_neither_numpy_nor_the_reader():
+    """``record`` pays for what it uses: numpy (~45 ms) and the perf.data reader
+    are not imported by opening, draining and writing."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import pmuscope.cli.record_cmd, pmuscope.sampling.session, pmuscope.perfdata.writer, "
+            "pmuscope.counting.workload, pmuscope.sampling.synthesize, pmuscope.events, pmuscope.sampling.pyframes; "
+            "print(sorted(m for m in ('numpy', 'pmuscope.perfdata.reader', 'pmuscope.records', "
+            "'pmuscope.sampling.tpformat', 'pmuscope.counting.results') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ))
+    assert out.stdout.strip() == "[]", out.stdout
+    # the names stay importable from their packages
+    import pmuscope.counting as counting
+    import pmuscope.perfdata as perfdata
+    import pmuscope.sampling as sampling
+
+    assert counting.Counts.__module__ == "pmuscope.counting.results"
+    assert perfdata.PerfDataFile.__module__ == "pmuscope.perfdata.reader"
+    assert perfdata.PerfDataAttr is __import__("pmuscope.perfdata.reader", fromlist=["x"]).PerfDataAttr
+    assert sampling.TracepointDecoder.__module__ == "pmuscope.sampling.tpformat"
 
 
 # --- the poll loop over fake rings -------------------------------------------------------------
@@ -373,6 +451,33 @@ def test_poll_loop_streams_into_perf_data(fakes, tmp_path):
     # (the fake kernel's LOST record has no sample_id trailer, so read the ips raw)
     ips = [struct.unpack_from("<Q", mv, 8)[0] for t, _m, mv, *_ in f.raw_records() if t == abi.PERF_RECORD_SAMPLE]
     assert ips[:10] == [0x55D0C0003000 + i for i in range(10)] and ips[-1] == 0x55D0C0003000 + 999
+
+
+def test_one_header_walk_counts_samples_lost_throttles_and_mmap_names():
+    """The recorder's walk over a drained chunk gives what the ring's own
+    LOST scan (the reference it replaced for recording) and the decoder give."""
+    rec = Recorder("cpu-clock", system_wide=True, cpus=[0], output=None, build_ids=True)
+    st = int(rec.attrs[0].sample_type)
+    sid = synth.sample_id(st, pid=1, tid=1, time=50)
+    chunk = b"".join([
+        _sample(st, 0, 0),
+        synth.record(abi.PERF_RECORD_LOST, 0, struct.pack("<QQ", 7, 11) + sid),
+        synth.mmap2(1, 1, 0x1000, 0x1000, 0, "/usr/lib/x.so", sample_id=sid),
+        _sample(st, 5, 0),
+        synth.record(abi.PERF_RECORD_LOST_SAMPLES, 0, struct.pack("<Q", 4) + sid),
+        synth.record(abi.PERF_RECORD_THROTTLE, 0, struct.pack("<QQQ", 60, 1, 1) + sid),
+        synth.record(abi.PERF_RECORD_LOST, 0, struct.pack("<QQ", 7, 2) + sid),
+        _sample(st, 9, 0),
+    ])
+    rec._account(chunk)
+    r = rec.result
+    assert (r.samples, r.lost, r.lost_samples, r.throttled) == (3, 13, 4, 1)
+    assert (rec._first_time, rec._last_time) == (1000, 1009)
+    assert rec._dso_names == {"/usr/lib/x.so"}
+    ring = RingBuffer.from_memory(make_mem(1))
+    ring._scan_lost(chunk)
+    assert (ring.lost, ring.lost_samples) == (r.lost, r.lost_samples)
+    rec.close()
 
 
 def test_records_iterates_live_and_stops(fakes, tmp_path):

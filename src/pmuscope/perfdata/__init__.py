@@ -6,11 +6,14 @@ that Linux ``perf report``/``perf script`` read."""
 from pmuscope._lazy import lazy_exports
 
 from .features import Feature
-from .reader import AuxtraceBuffer, FileHeader, PerfDataAttr, PerfDataFile, PerfDataWarning, Section, default_event_name
+from ._format import PerfDataAttr, default_event_name
 
-#: names whose modules only writing or describing a file needs, imported on
-#: first use (reading a file for ``report``/``script`` never loads the writer)
+#: names imported on first use: reading a file for ``report``/``script`` never
+#: loads the writer, and writing one (``record``) never loads the reader (whose
+#: record decoding imports numpy)
 _LAZY = {
+    "AuxtraceBuffer": ".reader", "FileHeader": ".reader", "PerfDataFile": ".reader",
+    "PerfDataWarning": ".reader", "Section": ".reader",
     "header_lines": ".describe",
     "PerfDataWriter": ".writer", "PerfPipeWriter": ".writer", "elf_build_id": ".writer",
     "host_features": ".writer", "rewrite": ".writer",

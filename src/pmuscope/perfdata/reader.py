@@ -24,12 +24,9 @@ from ..errors import FormatError, require
 from ..kernel import abi
 from ..records.attrs import id_pos, is_pos
 from ._cursor import Cursor, format_error
+from ._format import FILE_HEADER_SIZE, PERF_MAGIC1, PERF_MAGIC2, PIPE_HEADER_SIZE, PerfDataAttr, default_event_name
 from .features import Compressed, Feature, NrCpus, feature_name, parse_feature
 
-PERF_MAGIC2 = b"PERFILE2"
-PERF_MAGIC1 = b"PERFFILE"
-FILE_HEADER_SIZE = 104
-PIPE_HEADER_SIZE = 16
 #: ``struct perf_trace_event_type {u64 event_id; char name[MAX_EVENT_NAME=64];}``
 EVENT_TYPE_ENTRY_SIZE = 72
 #: PERF_RECORD_EVENT_UPDATE types (tools/lib/perf/include/perf/event.h)
@@ -79,18 +76,6 @@ class FileHeader:
 
 
 @dataclass
-class PerfDataAttr:
-    """One event of the file: its ``perf_event_attr``, the sample ids of its
-    fds, and its name (from EVENT_DESC, EVENT_UPDATE or the old event_types
-    section, else made up from type/config)."""
-
-    index: int
-    attr: abi.perf_event_attr
-    ids: list[int]
-    name: str | None = None
-
-
-@dataclass
 class AuxtraceBuffer:
     """A ``PERF_RECORD_AUXTRACE`` and the AUX area data that follows it in the file."""
 
@@ -102,22 +87,6 @@ class AuxtraceBuffer:
     tid: int
     cpu: int
     data: memoryview
-
-
-_HW_NAMES = ["cycles", "instructions", "cache-references", "cache-misses", "branches", "branch-misses", "bus-cycles",
-             "stalled-cycles-frontend", "stalled-cycles-backend", "ref-cycles"]
-_SW_NAMES = ["cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations", "minor-faults",
-             "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output", "cgroup-switches"]
-
-
-def default_event_name(attr: abi.perf_event_attr) -> str:
-    """perf's name for an attr without a recorded name (generic events), else ``type:config``."""
-    t, c = int(attr.type), int(attr.config)
-    if t == abi.PerfType.HARDWARE and c < len(_HW_NAMES):
-        return _HW_NAMES[c]
-    if t == abi.PerfType.SOFTWARE and c < len(_SW_NAMES):
-        return _SW_NAMES[c]
-    return f"{t}:{c:#x}"
 
 
 def _seekable(fileobj) -> bool:

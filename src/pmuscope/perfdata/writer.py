@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import re
-import socket
 import struct
 import sys
 from typing import Any, BinaryIO, Iterable
@@ -35,7 +33,7 @@ from .features import (
     encode_feature,
     encode_string,
 )
-from .reader import FILE_HEADER_SIZE, PERF_MAGIC2, PIPE_HEADER_SIZE, _TimeKeyer, PerfDataAttr, default_event_name
+from ._format import FILE_HEADER_SIZE, PERF_MAGIC2, PIPE_HEADER_SIZE, PerfDataAttr, default_event_name
 
 ATTR_SIZE = abi.PERF_ATTR_SIZE_VER7
 #: uncompressed bytes per zstd frame; below COMPRESS_MMAP_LEN, the decompression
@@ -81,7 +79,7 @@ def host_cpuid() -> str:
     if "vendor_id" in info:
         return f"{info['vendor_id']},{info.get('cpu family', '0')},{info.get('model', '0')},{info.get('stepping', '0')}"
     midr = _read("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1")
-    return midr or platform.machine()
+    return midr or os.uname().machine  # what platform.machine() returns, without importing platform
 
 
 def host_features(argv: list[str] | None = None) -> dict[int, Any]:
@@ -89,7 +87,7 @@ def host_features(argv: list[str] | None = None) -> dict[int, Any]:
     CMDLINE, CPU_TOPOLOGY and NUMA_TOPOLOGY of the running machine."""
     uts = os.uname()
     feats: dict[int, Any] = {
-        Feature.HOSTNAME: uts.nodename or socket.gethostname(),
+        Feature.HOSTNAME: uts.nodename or __import__("socket").gethostname(),  # gethostname() is uname's nodename on Linux
         Feature.OSRELEASE: uts.release,
         Feature.VERSION: f"pmuscope {_pmuscope_version}",
         Feature.ARCH: uts.machine,
@@ -323,6 +321,8 @@ class PerfDataWriter:
         self.write(record)
         self.nr_records += 1
         if len(record) >= 8 and struct.unpack_from("<I", record)[0] == abi.PERF_RECORD_SAMPLE and self.attrs:
+            from .reader import _TimeKeyer
+
             t = _TimeKeyer(self.attrs[:1] if len(self.attrs) == 1 else self.attrs).time(abi.PERF_RECORD_SAMPLE, memoryview(record))
             if t >= 0:
                 self._first_time = t if self._first_time is None else min(self._first_time, t)

@@ -233,24 +233,8 @@ _MAGIC = b"PMKSYM01"
 _HEAD = 32  # magic, u64 symbols, u64 kallsyms bytes, u64 reserved
 
 
-def _boot_id(procfs_root: str) -> str | None:
-    try:
-        with open(os.path.join(procfs_root, "sys", "kernel", "random", "boot_id"), "rb") as f:
-            text = f.read(64).strip().decode("ascii")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if text and all(c in "0123456789abcdef-" for c in text) else None
-
-
-def cache_dir() -> str | None:
-    """Where pmuscope keeps derived data that is cheap to lose:
-    ``$PMUSCOPE_CACHE_DIR`` (empty: keep nothing), else
-    ``$XDG_CACHE_HOME/pmuscope``, else ``~/.cache/pmuscope``."""
-    d = os.environ.get("PMUSCOPE_CACHE_DIR")
-    if d is not None:
-        return d or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "pmuscope")
+# one cache directory and boot id for everything pmuscope keeps per boot
+from ..system.cache import boot_id as _boot_id, cache_dir  # noqa: E402
 
 
 def _cache_path(boot: str) -> str | None:

@@ -22,17 +22,16 @@ Tracepoint payloads decode with :class:`TracepointDecoder` (formats from the
 file's TRACING_DATA via :func:`parse_tracing_data`, or from tracefs).
 """
 
+from pmuscope._lazy import lazy_exports
+
 from .session import DEFAULT_MMAP_PAGES, Recorder, RecordResult, default_event, record
-from .tpformat import (
-    TracepointDecoder,
-    TracepointField,
-    TracepointFormat,
-    format_for_id,
-    parse_format,
-    parse_tracing_data,
-    read_format,
-    tracing_data,
-)
+
+#: the tracepoint decoder imports numpy: recording does not need it
+_LAZY = {name: ".tpformat" for name in (
+    "TracepointDecoder", "TracepointField", "TracepointFormat", "format_for_id", "parse_format",
+    "parse_tracing_data", "read_format", "tracing_data")}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "DEFAULT_MMAP_PAGES",

@@ -424,7 +424,7 @@ class Recorder:
         pages = self.mmap_pages
         while True:
             try:
-                ring = RingBuffer(fd, pages)
+                ring = RingBuffer(fd, pages, track_lost=False)  # _account counts LOST records
                 break
             except errors.PermissionDeniedError:
                 if pages <= 1:
@@ -542,11 +542,12 @@ class Recorder:
 
     # -- draining --------------------------------------------------------------------------
     def _account(self, chunk: bytes) -> None:
-        """Count samples and throttles, note the sample time range and the
-        MMAP file names, walking the record headers."""
+        """Count samples, throttles and lost records, note the sample time
+        range and the MMAP file names, walking the record headers (the one
+        walk: the rings do not scan for LOST records themselves)."""
         unpack = _HDR.unpack_from
         off, n = 0, len(chunk)
-        samples = throttles = 0
+        samples = throttles = lost = lost_samples = 0
         first_s = last_s = -1
         while off < n:
             t, _misc, size = unpack(chunk, off)
@@ -559,6 +560,10 @@ class Recorder:
                 last_s = off
             elif t == 5:  # PERF_RECORD_THROTTLE
                 throttles += 1
+            elif t == 2:  # PERF_RECORD_LOST: u64 id, u64 lost
+                lost += _U64.unpack_from(chunk, off + 16)[0] if off + 24 <= n else 0
+            elif t == 13:  # PERF_RECORD_LOST_SAMPLES: u64 lost
+                lost_samples += _U64.unpack_from(chunk, off + 8)[0] if off + 16 <= n else 0
             elif t == 10 or t == 1:  # MMAP2 / MMAP
                 if self.build_ids:
                     at = off + (72 if t == 10 else 40)
@@ -568,6 +573,8 @@ class Recorder:
         r = self._result
         r.samples += samples
         r.throttled += throttles
+        r.lost += lost
+        r.lost_samples += lost_samples
         tp = self._time_pos
         if first_s >= 0 and tp >= 0:
             t0 = struct.unpack_from("<Q", chunk, first_s + tp)[0]
@@ -714,9 +721,6 @@ class Recorder:
             if self._started:
                 self._disable()
                 self._drain()
-                for ring in self.rings:
-                    r.lost += ring.lost
-                    r.lost_samples += ring.lost_samples
             if self.workload is not None:
                 if self.workload.poll() is None and not self._target_gone:
                     # the session ended first (stop, Ctrl-C, duration): perf SIGTERMs a live workload too
@@ -778,6 +782,7 @@ class Recorder:
 
 
 _HDR = struct.Struct("<IHH")
+_U64 = struct.Struct("<Q")
 _FINISHED_ROUND = _pd_synth.finished_round()
 
 

@@ -26,10 +26,23 @@ _PROT = {"r": 1, "w": 2, "x": 4}
 
 def kernel_text_range(procfs_root: str = "/proc") -> tuple[int, int] | None:
     """``(_text, _etext)`` from kallsyms, or None when addresses are hidden
-    (kptr_restrict / unprivileged: kallsyms shows zeros)."""
+    (kptr_restrict / unprivileged: kallsyms shows zeros).
+
+    _etext lies near the end of kallsyms' ~120k lines, whose text the kernel
+    generates on every read (~40 ms of a ``record -- true``'s ~0.2 s): the
+    range is kept per boot in the cache directory, beside the first page of
+    kallsyms it was read with; a run whose first page is the same (same boot,
+    same visibility of addresses, _text in that page) takes it from there."""
+    path = os.path.join(procfs_root, "kallsyms")
     try:
-        with open(os.path.join(procfs_root, "kallsyms"), "rb") as f:
-            data = f.read()  # one read: the kernel generates the text, per-line iteration costs ~4x more
+        with open(path, "rb", buffering=0) as f:
+            first = f.read(_PAGE)
+            if _text_in(first) == 0:
+                return None  # the first page is what decides: _text hidden or absent
+            kept = _kept_range(procfs_root, first)
+            if kept is not None:
+                return kept
+            data = first + f.readall()  # one read: the kernel generates the text, per-line iteration costs ~4x more
     except OSError:
         return None
     found = {}
@@ -46,7 +59,84 @@ def kernel_text_range(procfs_root: str = "/proc") -> tuple[int, int] | None:
         return None
     if not etext or etext <= text:
         etext = (1 << 64) - 1
+    _keep_range(procfs_root, first, text, etext)
     return text, etext
+
+
+_PAGE = 4096
+_RANGE_MAGIC = b"PMKTEXT1"
+
+
+def _text_in(page: bytes) -> int | None:
+    """_text (else _stext) as the first page of kallsyms shows it: 0 when
+    hidden, None when neither is in that page."""
+    for name in (b"_text", b"_stext"):
+        for kind in b"Tt":
+            i = page.find(b" %c %s\n" % (kind, name))
+            if i >= 0:
+                try:
+                    return int(page[page.rfind(b"\n", 0, i) + 1:i], 16)
+                except ValueError:
+                    return None
+    return None
+
+
+def _range_path(procfs_root: str) -> str | None:
+    from ..system.cache import boot_id, cache_dir
+
+    d, boot = cache_dir(), boot_id(procfs_root)
+    return os.path.join(d, f"kernel-text-{boot}-{os.geteuid()}.bin") if d and boot else None
+
+
+def _kept_range(procfs_root: str, first: bytes) -> tuple[int, int] | None:
+    """The range kept by an earlier run of this boot that saw the same first
+    page of kallsyms, else None."""
+    if not _text_in(first):
+        return None
+    path = _range_path(procfs_root)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            kept = f.read(len(_RANGE_MAGIC) + 16 + len(first) + 1)
+    except OSError:
+        return None
+    head = len(_RANGE_MAGIC) + 16
+    if len(kept) != head + len(first) or not kept.startswith(_RANGE_MAGIC) or kept[head:] != first:
+        return None
+    text, etext = int.from_bytes(kept[8:16], "little"), int.from_bytes(kept[16:24], "little")
+    return (text, etext) if 0 < text < etext else None
+
+
+def _keep_range(procfs_root: str, first: bytes, text: int, etext: int) -> None:
+    """Best effort: an unwritable cache directory costs the next run the read."""
+    if not first or _text_in(first) != text:
+        return
+    path = _range_path(procfs_root)
+    if path is None:
+        return
+    d = os.path.dirname(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_RANGE_MAGIC + text.to_bytes(8, "little") + etext.to_bytes(8, "little") + first)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return
+    # ranges of earlier boots are never valid again
+    mine = os.path.basename(path)
+    try:
+        for name in os.listdir(d):
+            if name.startswith("kernel-text-") and name.endswith(f"-{os.geteuid()}.bin") and name != mine:
+                os.unlink(os.path.join(d, name))
+    except OSError:
+        pass
 
 
 def kernel_mmap(sample_type: int, procfs_root: str = "/proc") -> bytes:
@@ -189,6 +279,10 @@ def process_records(pid: int, sample_type: int, *, procfs_root: str = "/proc", d
         return
     sid = synth.sample_id(sample_type, pid=tgid, tid=tgid)
     for line in lines:
+        if not data_mmaps:
+            sp = line.find(" ")  # "start-end rwxp ...": skip the mappings that are not executable before parsing
+            if line[sp + 3:sp + 4] != "x":
+                continue
         m = parse_maps_line(line)
         if m is None:
             continue
