@@ -16,7 +16,11 @@ def test_monitor_default_events_and_interval_count():
                         "--no-context", "-C", "0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert len(rows) == 4  # one CPU, four intervals
+    # one CPU, four interval deadlines: a row that was late past a whole deadline spans it (the deadline
+    # is counted, not given a row of its own), so a loaded machine may print fewer rows covering the same time
+    spans = [float(row["interval_ms"]) for row in rows]
+    assert 1 <= len(rows) <= 4 and sum(spans) >= 4 * 50 * 0.98, spans
+    assert len(rows) == 4 or max(spans) > 1.5 * 50, spans
     cols = set(rows[0])
     assert {"cpu-clock", "context-switches", "cpu-migrations", "page-faults"} <= cols
     assert ("cycles" in cols) == (hardware_pmu_reason() is None)

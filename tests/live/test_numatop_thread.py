@@ -17,7 +17,7 @@ import pytest
 WORKER = """
 import threading, time
 def spin():
-    end = time.monotonic() + 12
+    end = time.monotonic() + 120  # killed when the test ends; outlives a slow UI on a loaded machine
     while time.monotonic() < end:
         pass
 t = threading.Thread(target=spin)
@@ -105,22 +105,23 @@ def test_tui_opens_the_thread_from_the_thread_list(spinner):
 
     async def go():
         async with app.run_test(size=(150, 45)) as pilot:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 await pilot.pause(0.1)
                 if app.refreshes >= 2 and f"{pid} " in app.screen_text():
                     break
+            assert f"{pid} " in app.screen_text(), "the spinning process never appeared in the list"
             table = app.query_one("#table")
             table.move_cursor(row=table.get_row_index(f"p{pid}"))
             await pilot.press("t")
             await pilot.pause(0.1)
             table.move_cursor(row=table.get_row_index(f"t{tid}"))
             await pilot.press("enter")
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 await pilot.pause(0.1)
-                text = app.screen_text()
-                if app.refreshes >= 4 and not any(line.split()[:1] == ["n/a"] for line in text.splitlines()):
+                lines = [line.split() for line in app.screen_text().splitlines()]
+                if app.refreshes >= 4 and any(r[:1] == ["0"] for r in lines) and not any(r[:1] == ["n/a"] for r in lines):
                     break
             screens["thread"] = app.screen_text()
     asyncio.run(go())

@@ -17,7 +17,9 @@ from pmuscope.tui.numatop_app import NumatopApp  # noqa: E402
 
 
 def test_live_screen(tmp_path):
-    busy = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "10"])
+    # it outlives the UI however loaded the machine is (killed at the end): a workload that ends while the
+    # UI is still starting leaves no row to select
+    busy = subprocess.Popen([sys.executable, "-m", "pmuscope.workloads", "busy", "120"])
     try:
         time.sleep(0.3)
         app = NumatopApp(delay=0.5)
@@ -25,11 +27,12 @@ def test_live_screen(tmp_path):
 
         async def go():
             async with app.run_test(size=(150, 45)) as pilot:
-                deadline = time.monotonic() + 20
+                deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
                     await pilot.pause(0.1)
                     if app.refreshes >= 2 and f"{busy.pid} " in app.screen_text():
                         break
+                assert f"{busy.pid} " in app.screen_text(), "the busy process never appeared in the list"
                 screens["home"] = app.screen_text()
                 app.save_screenshot("home.svg", str(tmp_path))
                 await pilot.press("n")
@@ -40,7 +43,7 @@ def test_live_screen(tmp_path):
                 table = app.query_one("#table")
                 table.move_cursor(row=table.get_row_index(f"p{busy.pid}"))
                 await pilot.press("c")
-                deadline = time.monotonic() + 20
+                deadline = time.monotonic() + 60
                 while time.monotonic() < deadline and (app.chains is None or app.chains.pid != busy.pid):
                     await pilot.pause(0.1)
                 await pilot.pause(0.1)
