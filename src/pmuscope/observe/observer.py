@@ -514,8 +514,10 @@ class Observer:
                     wait = deadline - now
                     if wait > spin + 50_000:  # sleep, then spin the last PYTHON_SPIN_NS
                         sleep((wait - spin) / 1e9)
-                    while clock(mono) < deadline:
-                        pass
+                    while now < deadline:
+                        now = clock(mono)
+                    if now > deadline + half:  # preempted while waiting: look again (skip)
+                        continue
             s = clock(_RAW)
             for fd, vec in reads:
                 if readv(fd, vec) != size:
