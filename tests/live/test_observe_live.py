@@ -2,6 +2,7 @@
 observer on a busy process, regions on known nested workloads, the CLI."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -231,6 +232,10 @@ def test_observe_cli_names_the_loop_and_why():
     assert cp.returncode == 0, cp.stderr
     line = [ln for ln in cp.stdout.splitlines() if ln.strip().startswith("loop ")]
     assert line and line[0].split()[1:] == ["python", "asked", "for", "(loop=python)"], cp.stdout
+    cost = [ln for ln in cp.stdout.splitlines() if ln.strip().startswith("observer cost")]
+    # as root, with the test's thread free to run on another CPU, the observer asks for SCHED_FIFO
+    rt = os.geteuid() == 0 and len(os.sched_getaffinity(0)) > 1
+    assert cost and (cost[0].endswith("path: read, SCHED_FIFO") if rt else "path: read" in cost[0]), cp.stdout
 
 
 @pytest.mark.parametrize("ext", ["csv", "npz", "parquet"])

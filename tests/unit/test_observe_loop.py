@@ -259,3 +259,49 @@ def test_native_loop_refuses_small_buffers_and_bad_fds():
             _native.sample_loop(r, 32, 1, 0, np.zeros((1, 2), np.int64), np.zeros(32, np.uint8))
     finally:
         os.close(r)
+
+
+# -- SCHED_FIFO for the observer thread
+
+
+def test_realtime_only_when_the_target_can_run_elsewhere(monkeypatch):
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1)
+    assert o._target_has_other_cpus(0) and not o._target_has_other_cpus(1) and not o._target_has_other_cpus(None)
+    affinity = {4242: {0, 1}, 4343: {1}}
+
+    def getaffinity(pid):
+        if pid not in affinity:
+            raise ProcessLookupError(pid)
+        return affinity[pid]
+
+    monkeypatch.setattr(os, "sched_getaffinity", getaffinity)
+    assert Observer([TASK_CLOCK], tid=4242, rate_hz=1000, duration=0.1)._target_has_other_cpus(1)
+    assert not Observer([TASK_CLOCK], tid=4343, rate_hz=1000, duration=0.1)._target_has_other_cpus(1)
+    gone = Observer([TASK_CLOCK], tid=4242, rate_hz=1000, duration=0.1)
+    gone.tid = 99999  # exited since: no realtime rather than an error
+    assert not gone._target_has_other_cpus(1)
+
+
+def test_realtime_asked_refused_and_required(monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "sched_setscheduler", lambda pid, policy, param: calls.append((pid, policy)))
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1)  # realtime=None: when it helps
+    o._set_realtime(0)
+    assert calls == [(0, os.SCHED_FIFO)] and o.realtime_used
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1)
+    o._set_realtime(1)  # the observer would share the target's only CPU: no SCHED_FIFO spinning over it
+    assert len(calls) == 1 and not o.realtime_used
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1, realtime=False)
+    o._set_realtime(0)
+    assert len(calls) == 1 and not o.realtime_used
+
+    def refuse(pid, policy, param):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1)
+    o._set_realtime(0)  # not permitted: the run goes on without it
+    assert not o.realtime_used
+    o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1, realtime=True)
+    with pytest.raises(PmuscopeError, match="cannot give the observer thread SCHED_FIFO priority"):
+        o._set_realtime(0)

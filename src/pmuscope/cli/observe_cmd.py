@@ -101,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"  samples        {s['samples']:>10,}   achieved {s['rate_hz']:,.1f} Hz of {s['rate_hz_requested']:,.0f} Hz asked ({s['late']} late)", file=out)
     print(f"  trustable      {result.dte.kept:>10,}   {100 * result.dte.trustable_fraction:.2f}% of {result.dte.taken:,} periods"
           f" (±{args.tolerance:g}%; {s['untrustable']:,} untrustable)", file=out)
-    print(f"  observer cost  {s['observer_cpu_pct']:>9.2f}%   of one CPU (its own task-clock), path: {s['path']}", file=out)
-    print(f"  loop           {'native' if s['path'] == 'native' else 'python':>10}   {s['loop_reason']}"
-          f"{'; SCHED_FIFO' if s['realtime'] else ''}", file=out)
+    print(f"  observer cost  {s['observer_cpu_pct']:>9.2f}%   of one CPU (its own task-clock), path: {s['path']}"
+          f"{', SCHED_FIFO' if s['realtime'] else ''}", file=out)
+    print(f"  loop           {'native' if s['path'] == 'native' else 'python':>10}   {s['loop_reason']}", file=out)
     if result.slowdown is not None:
         print(f"  target         {100 * (result.slowdown - 1):+9.2f}%   wall time vs a run without the observer"
               f" ({result.extra['baseline_s']:.3f} s → {result.extra['observed_s']:.3f} s)", file=out)
