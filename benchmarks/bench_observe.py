@@ -123,6 +123,7 @@ def loop_table(target: str, rates, duration: float, rounds: int) -> dict:
     cpus = sorted(os.sched_getaffinity(0))
     kinds = ["floor", "python", "native", "auto"] if native_available() else ["python", "auto"]
     rows: dict = {}
+    realtime: list = []
     seconds = str(len(rates) * len(kinds) * rounds * (duration + 0.3) + 10)
     cmd = ([sys.executable, "-m", "pmuscope.workloads", "busy", seconds] if target == "busy"
            else ["sleep", seconds])
@@ -142,9 +143,12 @@ def loop_table(target: str, rates, duration: float, rounds: int) -> dict:
                         trust, achieved = r.dte.trustable_fraction, r.rate_hz
                     cpu = r.observer_task_clock_ns / max(r.samples, 1)
                     rows.setdefault((rate, kind), []).append((trust, achieved, cpu, r.path, r.late))
+                    realtime.append(r.realtime)
     finally:
         proc.kill()
         proc.wait()
+    print(f"  observer thread SCHED_FIFO in {sum(realtime)} of {len(realtime)} runs; target on CPU {cpus[0]},"
+          f" observer on CPU {cpus[-1]}")
     print(f"  {'rate':>8} {'loop':>6} {'trustable':>9} {'achieved':>10} {'late':>6} {'CPU/sample':>10}  runs (trustable %)")
     out = {}
     for rate in rates:
