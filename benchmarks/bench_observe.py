@@ -144,6 +144,9 @@ def loop_table(target: str, rates, duration: float, rounds: int) -> dict:
                     cpu = r.observer_task_clock_ns / max(r.samples, 1)
                     rows.setdefault((rate, kind), []).append((trust, achieved, cpu, r.path, r.late))
                     realtime.append(r.realtime)
+                    # a SCHED_FIFO thread may run 0.95 s of each second (sched_rt_runtime_us): let
+                    # the budget refill, or the run that crosses it loses 50 ms of slots
+                    time.sleep(duration)
     finally:
         proc.kill()
         proc.wait()

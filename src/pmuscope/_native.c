@@ -200,6 +200,16 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
     Py_ssize_t row = nfd * size, taken = 0;
     unsigned long long late = 0;
     int err = 0;
+    /* the reads land in this scratch row and the stamps in locals, copied out after the
+     * bracket: the first store to each fresh page of the output arrays faults, and a fault
+     * inside the bracket shows as jitter */
+    char *scratch = PyMem_RawMalloc((size_t)row);
+    if (scratch == NULL) {
+        PyBuffer_Release(&stamps);
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    memset(scratch, 0, (size_t)row);
     Py_BEGIN_ALLOW_THREADS
     if (start == 0) start = now_mono() - slot * period_ns;
     while (taken < n && slot < slots) {
@@ -223,20 +233,23 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
                 if (t > deadline + period_ns / 2) continue; /* preempted while waiting: skip */
             }
         }
-        char *dst = out + taken * row;
         Py_ssize_t j;
         ssize_t r = 0;
-        st[2 * taken] = now_raw();
+        uint64_t cs = now_raw();
         for (j = 0; j < nfd; j++) {
-            r = read(fds[j], dst + j * size, (size_t)size);
+            r = read(fds[j], scratch + j * size, (size_t)size);
             if (r != size) break;
         }
-        st[2 * taken + 1] = now_raw();
+        uint64_t ce = now_raw();
         if (r != size) { err = r < 0 ? errno : EIO; break; }
+        st[2 * taken] = cs;
+        st[2 * taken + 1] = ce;
+        memcpy(out + taken * row, scratch, (size_t)row);
         taken++;
         slot++;
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
     PyBuffer_Release(&stamps);
     PyBuffer_Release(&data);
     if (err && taken == 0) {

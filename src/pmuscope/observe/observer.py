@@ -532,6 +532,7 @@ class Observer:
         late = taken = slot = 0
         stop = self.stop
         tagwords = self.tags.words if tagsnap is not None else None
+        tagrow = np.empty_like(tagwords) if tagwords is not None else None  # reused: no page fault in the bracket
         start = clock(mono)
         while taken < n and slot < n:
             if not taken & 63 and taken and stop is not None and stop.is_set():
@@ -556,11 +557,13 @@ class Observer:
             for fd, vec in reads:
                 if readv(fd, vec) != size:
                     return taken, late
-            if tagsnap is not None:  # inside the bracket: the DTE check covers the tag read
-                tagsnap[taken] = tagwords
+            if tagrow is not None:  # inside the bracket: the DTE check covers the tag read
+                tagrow[:] = tagwords
             e = clock(_RAW)
             stamps[taken, 0] = s
             stamps[taken, 1] = e
+            if tagrow is not None:
+                tagsnap[taken] = tagrow
             off = taken * row
             for buf in bufs:
                 mv[off:off + size] = buf
