@@ -124,7 +124,7 @@ def loop_table(target: str, rates, duration: float, rounds: int) -> dict:
     kinds = ["floor", "python", "native", "auto"] if native_available() else ["python", "auto"]
     rows: dict = {}
     realtime: list = []
-    seconds = str(len(rates) * len(kinds) * rounds * (duration + 0.3) + 10)
+    seconds = str(len(rates) * len(kinds) * rounds * (2 * duration + 1.0) + 30)
     cmd = ([sys.executable, "-m", "pmuscope.workloads", "busy", seconds] if target == "busy"
            else ["sleep", seconds])
     proc = subprocess.Popen(cmd, preexec_fn=pinned(cpus[0]))
