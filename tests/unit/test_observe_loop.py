@@ -133,9 +133,12 @@ def test_asked_loop_tags_and_environment_override_the_measurement(monkeypatch):
     assert o._decide_loop(32, 10_000) == ("python", "the native loop is not built here")
 
 
-def test_unknown_loop_is_refused():
+def test_unknown_loop_is_refused(monkeypatch):
     with pytest.raises(PmuscopeError, match="unknown loop 'fast'"):
         observer(loop="fast")
+    monkeypatch.setenv("PMUSCOPE_OBSERVE_LOOP", "fast")
+    with pytest.raises(PmuscopeError, match="PMUSCOPE_OBSERVE_LOOP='fast': use auto, python or native"):
+        observer()
 
 
 # -- the schedule

@@ -244,8 +244,10 @@ class Observer:
     """Read ``events`` of one target at ``rate_hz`` for ``duration`` seconds.
 
     Exactly one target: ``cpu`` (CPU-wide), ``pid`` (every thread of a
-    process at start) or ``tid`` (one thread). ``loop`` is ``"auto"``,
-    ``"python"`` or ``"native"``.
+    process at start) or ``tid`` (one thread). ``loop`` is ``"auto"``
+    (measured at start, :func:`choose_loop`), ``"python"`` or ``"native"``.
+    ``realtime``: SCHED_FIFO for the observer thread (None: when permitted and
+    the target can run on another CPU).
     """
 
     def __init__(
@@ -283,6 +285,9 @@ class Observer:
                                     f"({format_cpulist(allowed)})")
         if loop not in ("auto", "python", "native"):
             raise PmuscopeError(f"observe: unknown loop {loop!r} (auto, python, native)")
+        env_loop = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto") or "auto"
+        if env_loop not in ("auto", "python", "native"):
+            raise PmuscopeError(f"PMUSCOPE_OBSERVE_LOOP={env_loop!r}: use auto, python or native")
         if loop == "native" and not native_available():
             raise PmuscopeError("observe: the native loop needs the C helper, which is not built here (no compiler at install?)")
         self.specs = _specs(events)
@@ -504,7 +509,7 @@ class Observer:
             return "python", "tags are read inside each sample's bracket by the Python loop"
         if self.loop != "auto":
             return self.loop, f"asked for (loop={self.loop})"
-        forced = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto")
+        forced = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto") or "auto"
         if forced == "python" or (forced == "native" and native_available()):
             return forced, f"PMUSCOPE_OBSERVE_LOOP={forced}"
         if not native_available():
