@@ -308,3 +308,32 @@ def test_realtime_asked_refused_and_required(monkeypatch):
     o = Observer([TASK_CLOCK], cpu=1, rate_hz=1000, duration=0.1, realtime=True)
     with pytest.raises(PmuscopeError, match="cannot give the observer thread SCHED_FIFO priority"):
         o._set_realtime(0)
+
+
+@native
+def test_both_loops_store_the_same_rows(tmp_path, monkeypatch):
+    """Each sample's reads, group by group, land in the same place of the output
+    in both loops: a file read sequentially stands in for the counters."""
+    n, size, ngroups = 100, 40, 3
+    path = tmp_path / "counters"
+    path.write_bytes(np.arange(n * size * 2 // 8, dtype=np.uint64).tobytes())
+    rows = {}
+    for loop in ("python", "native"):
+        o = observer()
+        fds = [os.open(path, os.O_RDONLY) for _ in range(ngroups)]
+        for g, fd in enumerate(fds):
+            os.lseek(fd, g * 8 * 7, os.SEEK_SET)  # each group starts at its own word
+        o._groups = [[_Fd(fd)] for fd in fds]
+        raw = np.zeros((n, ngroups, size // 8), dtype=np.uint64)
+        stamps = np.zeros((n, 2), dtype=np.int64)
+        try:
+            taken, late = getattr(o, f"_{loop}_loop")(raw, stamps, n, size, 0)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert (taken, late) == (n, 0)
+        assert np.all(np.diff(stamps[:, 0]) > 0) and np.all(stamps[:, 1] >= stamps[:, 0])
+        rows[loop] = raw
+    assert np.array_equal(rows["python"], rows["native"])
+    # sample i of group g holds words g*7 + i*5 ... g*7 + i*5 + 4
+    assert rows["native"][7, 2].tolist() == list(range(2 * 7 + 7 * 5, 2 * 7 + 7 * 5 + 5))
