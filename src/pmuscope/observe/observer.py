@@ -51,9 +51,9 @@ PY_JITTER_SHARE = 0.5
 CALIBRATION_SAMPLES = 256
 #: waits longer than this sleep until this long before the deadline, then spin; timer slack
 #: is lowered to 1 us in the sampler thread (a 2-vCPU KVM guest wakes 15 us late at the
-#: median, 16 us at p90); the Python loop's sleep costs a few us more
+#: median, 16 us at p90, 50 us at p99)
 NATIVE_SPIN_NS = 30_000
-PYTHON_SPIN_NS = 40_000
+PYTHON_SPIN_NS = 30_000
 #: the native loop returns to Python about this often (to honour ``stop``)
 NATIVE_SLICE_NS = 20_000_000
 
