@@ -731,6 +731,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "HAVE_RDPMC", HAVE_RDPMC) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLE_LOOP_MAX_FDS", SL_MAX_FDS) < 0 ||
         PyModule_AddObjectRef(m, "CountsReader", (PyObject *)&CountsReaderType) < 0) {
         Py_DECREF(m);
         return NULL;

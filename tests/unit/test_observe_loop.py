@@ -337,3 +337,21 @@ def test_both_loops_store_the_same_rows(tmp_path, monkeypatch):
     assert np.array_equal(rows["python"], rows["native"])
     # sample i of group g holds words g*7 + i*5 ... g*7 + i*5 + 4
     assert rows["native"][7, 2].tolist() == list(range(2 * 7 + 7 * 5, 2 * 7 + 7 * 5 + 5))
+
+
+@native
+def test_more_threads_than_the_native_loop_reads(monkeypatch):
+    from pmuscope import _native
+
+    monkeypatch.delenv("PMUSCOPE_OBSERVE_LOOP", raising=False)
+    most = _native.SAMPLE_LOOP_MAX_FDS
+    o = observer()
+    o._groups = [[_Fd(-1)]] * (most + 1)
+    monkeypatch.setattr(o, "calibrate", lambda size: {"python": LoopCost(50_000, 20), "native": NAT})
+    assert o._decide_loop(32, 20_000) == ("python", f"{most + 1} threads: the native loop reads at most {most}")
+    o = observer(loop="native")
+    o._groups = [[_Fd(-1)]] * (most + 1)
+    with pytest.raises(PmuscopeError, match=f"the native loop reads at most {most} threads; this target has {most + 1}"):
+        o._decide_loop(32, 20_000)
+    with pytest.raises(ValueError, match="1 to"):
+        _native.sample_loop([0] * (most + 1), 8, 1, 0, np.zeros((1, 2), np.int64), np.zeros(8 * (most + 1), np.uint8))

@@ -507,8 +507,15 @@ class Observer:
         """The loop to run and why: asked for, forced by tags, or measured."""
         if self.tags is not None:
             return "python", "tags are read inside each sample's bracket by the Python loop"
+        most = getattr(_native, "SAMPLE_LOOP_MAX_FDS", 1) if native_available() else 0
+        too_many = native_available() and len(self._groups) > most
         if self.loop != "auto":
+            if self.loop == "native" and too_many:
+                raise PmuscopeError(f"observe: the native loop reads at most {most} threads; this target has "
+                                    f"{len(self._groups)} (use --loop python or auto)")
             return self.loop, f"asked for (loop={self.loop})"
+        if too_many:
+            return "python", f"{len(self._groups)} threads: the native loop reads at most {most}"
         forced = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto") or "auto"
         if forced == "python" or (forced == "native" and native_available()):
             return forced, f"PMUSCOPE_OBSERVE_LOOP={forced}"
