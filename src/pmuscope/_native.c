@@ -7,10 +7,13 @@
  *                                perf_event_mmap_page (include/uapi/linux/perf_event.h),
  *                                returns (count, enabled, running) or None when the
  *                                counter is not readable from user space (index == 0)
- *   sample_loop(fd, size, n, period_ns, stamps, data)
- *                                read(fd) n times at a fixed rate, bracketing each read by
- *                                two CLOCK_MONOTONIC_RAW stamps; fills two writable buffers
- *                                (stamps: 2*n u64, data: n*size bytes); GIL released.
+ *   sample_loop(fds, size, n, period_ns, stamps, data[, start, slot, slots, spin_ns])
+ *                                up to n samples on a grid of deadlines (slot `slot` of
+ *                                `slots`, period_ns apart from `start`, CLOCK_MONOTONIC; 0:
+ *                                now; period 0: back to back), each a read(2) of every fd
+ *                                bracketed by two CLOCK_MONOTONIC_RAW stamps; fills two
+ *                                writable buffers (stamps: 2*n u64, data: n*len(fds)*size
+ *                                bytes); returns (taken, late, next slot, start); GIL released.
  *   dwarf_unwind(...)            DWARF CFI unwinding of many samples' user stack copies with
  *                                rule rows compiled by pmuscope.unwind.batch; GIL released.
  *   CountsReader(cls, fill, clear, layout, units, read=None)
@@ -143,51 +146,117 @@ static inline uint64_t now_mono(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+#define SL_MAX_FDS 1024
+
+/* Read every fd of `fds` (one read unit each, `size` bytes) inside one bracket of two
+ * CLOCK_MONOTONIC_RAW stamps, on a grid of CLOCK_MONOTONIC deadlines start + slot * period.
+ * A slot missed by more than half a period is skipped (counted in `late`), never caught
+ * up with back-to-back reads: a burst of reads makes periods of a few hundred ns whose DTE
+ * budget (a percent of the period) no read can meet. Waits longer than spin_ns sleep until
+ * spin_ns before the deadline and spin the rest, so the read starts on time and warm. */
+static int parse_fds(PyObject *obj, int *fds, Py_ssize_t *nfd) {
+    if (PyLong_Check(obj)) {
+        fds[0] = (int)PyLong_AsLong(obj);
+        *nfd = 1;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *seq = PySequence_Fast(obj, "sample_loop: fds must be an int or a sequence of ints");
+    if (seq == NULL) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k < 1 || k > SL_MAX_FDS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "sample_loop: 1 to %d fds", SL_MAX_FDS);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        fds[j] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, j));
+        if (PyErr_Occurred()) { Py_DECREF(seq); return -1; }
+    }
+    Py_DECREF(seq);
+    *nfd = k;
+    return 0;
+}
+
 static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
-    int fd;
-    Py_ssize_t size, n;
-    unsigned long long period_ns;
+    PyObject *fdobj;
+    Py_ssize_t size, n, nfd = 0;
+    unsigned long long period_ns, start = 0, slot = 0, slots = 0, spin_ns = 60000;
+    int fds[SL_MAX_FDS];
     Py_buffer stamps, data;
-    if (!PyArg_ParseTuple(args, "innKw*w*", &fd, &size, &n, &period_ns, &stamps, &data)) return NULL;
-    if (stamps.len < (Py_ssize_t)(2 * n * sizeof(uint64_t)) || data.len < n * size) {
+    if (!PyArg_ParseTuple(args, "OnnKw*w*|KKKK", &fdobj, &size, &n, &period_ns, &stamps, &data, &start, &slot,
+                          &slots, &spin_ns))
+        return NULL;
+    if (parse_fds(fdobj, fds, &nfd) < 0 || size <= 0 || n < 0 ||
+        stamps.len < (Py_ssize_t)(2 * n * sizeof(uint64_t)) || data.len < n * nfd * size) {
         PyBuffer_Release(&stamps);
         PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_ValueError, "sample_loop: output buffers too small for n samples");
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "sample_loop: output buffers too small for n samples");
         return NULL;
     }
+    if (slots == 0) slots = slot + (unsigned long long)n;
     uint64_t *st = (uint64_t *)stamps.buf;
     char *out = (char *)data.buf;
-    Py_ssize_t i, taken = 0, late = 0;
+    Py_ssize_t row = nfd * size, taken = 0;
+    unsigned long long late = 0;
     int err = 0;
+    /* the reads land in this scratch row and the stamps in locals, copied out after the
+     * bracket: the first store to each fresh page of the output arrays faults, and a fault
+     * inside the bracket shows as jitter */
+    char *scratch = PyMem_RawMalloc((size_t)row);
+    if (scratch == NULL) {
+        PyBuffer_Release(&stamps);
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    memset(scratch, 0, (size_t)row);
     Py_BEGIN_ALLOW_THREADS
-    uint64_t start = now_mono();
-    for (i = 0; i < n; i++) {
-        uint64_t deadline = start + (uint64_t)i * period_ns;
-        uint64_t t = now_mono();
-        if (t < deadline) {
-            uint64_t wait = deadline - t;
-            if (wait > 60000) { /* sleep for waits above 60 us, spin below */
-                struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
-                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    if (start == 0) start = now_mono() - slot * period_ns;
+    while (taken < n && slot < slots) {
+        if (period_ns) {
+            uint64_t deadline = start + slot * period_ns;
+            uint64_t t = now_mono();
+            if (t > deadline + period_ns / 2) {
+                unsigned long long next = (t - start + period_ns - 1) / period_ns;
+                if (next > slots) next = slots;
+                late += next - slot;
+                slot = next;
+                continue;
             }
-            while (now_mono() < deadline) ;
-        } else if (i && t - deadline > period_ns) {
-            late++;
+            if (t < deadline) {
+                if (deadline - t > spin_ns) {
+                    uint64_t wake = deadline - spin_ns;
+                    struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
+                    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+                }
+                while ((t = now_mono()) < deadline) ;
+                if (t > deadline + period_ns / 2) continue; /* preempted while waiting: skip */
+            }
         }
-        st[2 * i] = now_raw();
-        ssize_t r = read(fd, out + i * size, (size_t)size);
-        st[2 * i + 1] = now_raw();
+        Py_ssize_t j;
+        ssize_t r = 0;
+        uint64_t cs = now_raw();
+        for (j = 0; j < nfd; j++) {
+            r = read(fds[j], scratch + j * size, (size_t)size);
+            if (r != size) break;
+        }
+        uint64_t ce = now_raw();
         if (r != size) { err = r < 0 ? errno : EIO; break; }
+        st[2 * taken] = cs;
+        st[2 * taken + 1] = ce;
+        memcpy(out + taken * row, scratch, (size_t)row);
         taken++;
+        slot++;
     }
     Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
     PyBuffer_Release(&stamps);
     PyBuffer_Release(&data);
     if (err && taken == 0) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    return Py_BuildValue("(nn)", taken, late);
+    return Py_BuildValue("(nKKK)", taken, late, slot, start);
 }
 
 
@@ -648,7 +717,7 @@ static PyMethodDef methods[] = {
     {"rdpmc", py_rdpmc, METH_O, "rdpmc(counter): x86 user-space counter read; counter = page.index - 1."},
     {"mmap_read", py_mmap_read, METH_O, "mmap_read(page_address) -> (count, enabled, running) or None."},
     {"sample_loop", py_sample_loop, METH_VARARGS,
-     "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
+     "sample_loop(fds, size, n, period_ns, stamps, data[, start, slot, slots, spin_ns]) -> (taken, late, slot, start)."},
     {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
      "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
      "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "
@@ -662,6 +731,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "HAVE_RDPMC", HAVE_RDPMC) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLE_LOOP_MAX_FDS", SL_MAX_FDS) < 0 ||
         PyModule_AddObjectRef(m, "CountsReader", (PyObject *)&CountsReaderType) < 0) {
         Py_DECREF(m);
         return NULL;

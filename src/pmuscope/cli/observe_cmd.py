@@ -23,7 +23,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="samples per second (default: %(default)s)")
     p.add_argument("--duration", type=float, default=1.0, help="seconds (default: %(default)s)")
     p.add_argument("--tolerance", type=float, default=1.0, help="DTE tolerance in percent (default: ±%(default)s%%)")
-    p.add_argument("--loop", choices=("auto", "python", "native"), default="auto", help="sampling loop (default: auto)")
+    p.add_argument("--loop", choices=("auto", "python", "native"), default="auto", help="sampling loop (default: auto: measured at start; the Python loop when the period is"
+                        " comfortably above its cost, else the native one)")
     p.add_argument("--observer-cpu", type=int, help="CPU to pin the sampler to (default: another CPU)")
     p.add_argument("--switches", action="store_true",
                    help="with -C: track context switches and attribute each sample to the thread that ran")
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if cmd:
             if any(x is not None for x in (args.cpu, args.pid, args.tid)):
                 raise PmuscopeError("observe: give a target (-C/-p/-t) or a command, not both")
-            result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol,
+            result = run_with_baseline(cmd, args.events, rate_hz=args.rate, tolerance=tol, loop=args.loop,
                                        observer_cpu=args.observer_cpu, tags=args.tags)
         else:
             if args.cpu is None and args.pid is None and args.tid is None:
@@ -101,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"  samples        {s['samples']:>10,}   achieved {s['rate_hz']:,.1f} Hz of {s['rate_hz_requested']:,.0f} Hz asked ({s['late']} late)", file=out)
     print(f"  trustable      {result.dte.kept:>10,}   {100 * result.dte.trustable_fraction:.2f}% of {result.dte.taken:,} periods"
           f" (±{args.tolerance:g}%; {s['untrustable']:,} untrustable)", file=out)
-    print(f"  observer cost  {s['observer_cpu_pct']:>9.2f}%   of one CPU (its own task-clock), path: {s['path']}", file=out)
+    print(f"  observer cost  {s['observer_cpu_pct']:>9.2f}%   of one CPU (its own task-clock), path: {s['path']}"
+          f"{', SCHED_FIFO' if s['realtime'] else ''}", file=out)
+    print(f"  loop           {'native' if s['path'] == 'native' else 'python':>10}   {s['loop_reason']}", file=out)
     if result.slowdown is not None:
         print(f"  target         {100 * (result.slowdown - 1):+9.2f}%   wall time vs a run without the observer"
               f" ({result.extra['baseline_s']:.3f} s → {result.extra['observed_s']:.3f} s)", file=out)

@@ -7,10 +7,15 @@ judge every period. The sampler thread pins itself to a CPU other than the
 observed one (SHIM's observer core) and measures its own cost with a
 task-clock counter on itself.
 
-Two loops: a Python loop (``os.readv`` into a numpy row) and, where the
-native helper is built, a C loop (``pmuscope._native.sample_loop``) that the
-observer picks when the Python loop cannot keep up with the asked rate (or
-when ``loop="native"``).
+Two loops with the same schedule and columns: a Python loop (``os.readv``
+into preallocated buffers, the reference) and, where the native helper is
+built, a C loop (``pmuscope._native.sample_loop``). Both read on a grid of
+deadlines ``start + k * period``; a slot missed by more than half a period
+(the observer was preempted) is skipped and counted as late, never caught up
+with back-to-back reads (a burst of reads a few hundred ns apart has a DTE
+budget no read meets). ``loop="auto"`` times a few hundred back-to-back
+samples of each loop at start and picks with :func:`choose_loop`;
+``PMUSCOPE_OBSERVE_LOOP=python|native`` forces one for ``auto``.
 """
 
 from __future__ import annotations
@@ -38,8 +43,70 @@ except ImportError:  # pragma: no cover
 
 _RAW = time.CLOCK_MONOTONIC_RAW
 _GROUP_FORMAT = abi.PERF_FORMAT_GROUP | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.PERF_FORMAT_TOTAL_TIME_RUNNING
-#: the Python loop is used up to this share of the period spent reading
-_PY_BUDGET = 0.5
+#: ``auto`` picks the Python loop only when one of its samples takes at most this share of the
+#: period and its bracket jitter at most this share of the DTE budget (tolerance * period)
+PY_COST_SHARE = 0.1
+PY_JITTER_SHARE = 0.5
+#: back-to-back samples of each loop timed at start by ``auto``
+CALIBRATION_SAMPLES = 256
+#: waits longer than this sleep until this long before the deadline, then spin; timer slack
+#: is lowered to 1 us in the sampler thread (a 2-vCPU KVM guest wakes 15 us late at the
+#: median, 16 us at p90, 50 us at p99)
+NATIVE_SPIN_NS = 30_000
+PYTHON_SPIN_NS = 30_000
+#: the native loop returns to Python about this often (to honour ``stop``)
+NATIVE_SLICE_NS = 20_000_000
+
+
+@dataclass(frozen=True)
+class LoopCost:
+    """A loop's measured cost, from back-to-back samples: the median time from
+    one sample's start to the next, and the 90th percentile of the change of the
+    read bracket (end - start stamp) between consecutive samples, which is what
+    the DTE check compares with ``tolerance * period``."""
+
+    per_sample_ns: float
+    jitter_ns: float
+
+    @classmethod
+    def from_stamps(cls, stamps: np.ndarray) -> "LoopCost":
+        st = np.asarray(stamps, dtype=np.int64)
+        if st.shape[0] < 3:
+            raise ValueError("LoopCost needs at least 3 samples")
+        bracket = st[:, 1] - st[:, 0]
+        return cls(float(np.median(np.diff(st[:, 0]))), float(np.percentile(np.abs(np.diff(bracket)), 90)))
+
+
+def _ns(v: float) -> str:
+    return f"{v / 1000:,.1f} us" if v >= 10_000 else f"{v:,.0f} ns"
+
+
+def choose_loop(period_ns: float, tolerance: float, python: LoopCost | None, native: LoopCost | None) -> tuple[str, str]:
+    """``("python" | "native", why)`` for the measured costs of each loop (None:
+    not available). The Python loop is chosen when its cost per sample is at most
+    :data:`PY_COST_SHARE` of the period and its bracket jitter at most
+    :data:`PY_JITTER_SHARE` of the DTE budget (``tolerance * period``): the
+    period is comfortably above what it costs. Otherwise the native loop."""
+    if native is None:
+        return "python", "the native loop is not built here"
+    if python is None:
+        return "native", "the Python loop was not measured"
+    budget = tolerance * period_ns
+    limit = PY_COST_SHARE * period_ns
+    jlimit = PY_JITTER_SHARE * budget
+    nat = f"native loop {_ns(native.per_sample_ns)} per sample, {_ns(native.jitter_ns)} jitter"
+    if python.per_sample_ns <= limit and python.jitter_ns <= jlimit:
+        return "python", (f"the Python loop fits: {_ns(python.per_sample_ns)} per sample (at most "
+                          f"{100 * PY_COST_SHARE:g}% of the {_ns(period_ns)} period) and {_ns(python.jitter_ns)} bracket "
+                          f"jitter (at most {100 * PY_JITTER_SHARE:g}% of the {_ns(budget)} DTE budget); {nat}")
+    why = []
+    if python.per_sample_ns > limit:
+        why.append(f"{_ns(python.per_sample_ns)} per sample is above {100 * PY_COST_SHARE:g}% of the "
+                   f"{_ns(period_ns)} period")
+    if python.jitter_ns > jlimit:
+        why.append(f"{_ns(python.jitter_ns)} bracket jitter is above {100 * PY_JITTER_SHARE:g}% of the "
+                   f"{_ns(budget)} DTE budget")
+    return "native", f"the Python loop's {' and '.join(why)}; {nat}"
 
 
 def _specs(events) -> list:
@@ -98,6 +165,10 @@ class ObserveResult:
     switches: object | None = None
     #: ``tag:<name>`` -> per-sample tag values read inside each sample's bracket (``tags=``)
     tags: dict | None = None
+    #: why this loop ran (``path``): asked for, forced by a feature, or :func:`choose_loop`'s measurement
+    loop_reason: str = ""
+    #: whether the observer thread ran SCHED_FIFO
+    realtime: bool = False
 
     @property
     def samples(self) -> int:
@@ -151,6 +222,8 @@ class ObserveResult:
             "untrustable": self.dte.untrustable,
             "observer_cpu_pct": round(self.observer_cpu_pct, 2),
             "path": self.path,
+            "loop_reason": self.loop_reason,
+            "realtime": self.realtime,
             "late": self.late,
             "events": self.events,
             "target": self.target,
@@ -171,8 +244,10 @@ class Observer:
     """Read ``events`` of one target at ``rate_hz`` for ``duration`` seconds.
 
     Exactly one target: ``cpu`` (CPU-wide), ``pid`` (every thread of a
-    process at start) or ``tid`` (one thread). ``loop`` is ``"auto"``,
-    ``"python"`` or ``"native"``.
+    process at start) or ``tid`` (one thread). ``loop`` is ``"auto"``
+    (measured at start, :func:`choose_loop`), ``"python"`` or ``"native"``.
+    ``realtime``: SCHED_FIFO for the observer thread (None: when permitted and
+    the target can run on another CPU).
     """
 
     def __init__(
@@ -192,6 +267,7 @@ class Observer:
         enable_on_exec: bool = False,
         on_open=None,
         tags=None,
+        realtime: bool | None = None,
     ) -> None:
         if sum(x is not None for x in (cpu, pid, tid)) != 1:
             raise PmuscopeError("observe needs exactly one target: a CPU (-C), a pid (-p) or a tid (-t)")
@@ -209,6 +285,9 @@ class Observer:
                                     f"({format_cpulist(allowed)})")
         if loop not in ("auto", "python", "native"):
             raise PmuscopeError(f"observe: unknown loop {loop!r} (auto, python, native)")
+        env_loop = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto") or "auto"
+        if env_loop not in ("auto", "python", "native"):
+            raise PmuscopeError(f"PMUSCOPE_OBSERVE_LOOP={env_loop!r}: use auto, python or native")
         if loop == "native" and not native_available():
             raise PmuscopeError("observe: the native loop needs the C helper, which is not built here (no compiler at install?)")
         self.specs = _specs(events)
@@ -220,7 +299,8 @@ class Observer:
         self.loop = loop
         self.tolerance = tolerance
         self.observer_cpu = observer_cpu
-        #: set it to end the run early (the Python loop checks every 64 samples)
+        #: set it to end the run early (the Python loop checks every 64 samples, the
+        #: native one every NATIVE_SLICE_NS)
         self.stop = stop
         if track_switches and cpu is None:
             raise PmuscopeError("observe: switch tracking attributes a CPU's samples to threads; it needs -C CPU")
@@ -230,6 +310,11 @@ class Observer:
         self.enable_on_exec = enable_on_exec
         #: called after the events are open (e.g. to let the corked workload exec)
         self.on_open = on_open
+        #: SCHED_FIFO priority 1 for the sampler thread: True (required), False, or None: when
+        #: permitted and the target can run on a CPU other than the observer's (a loop that
+        #: shares its CPU with other work misses the slots it is preempted for)
+        self.realtime = realtime
+        self.realtime_used = False
         n = int(round(self.rate_hz * self.duration)) + 1
         need = n * (3 + len(self.specs)) * 8 * max(1, 1 if pid is None else len(_threads_of(pid))) + n * 16
         if need > MAX_BUFFER_BYTES:
@@ -244,6 +329,8 @@ class Observer:
             self.tags = open_reader(tags, cpu=cpu, pid=pid, tid=tid)
         self.names = [s.name for s in self.specs]
         self._groups: list[list[PerfEventFd]] = []
+        #: what ``auto`` measured at the start of the last run (:meth:`calibrate`), else empty
+        self.costs: dict[str, LoopCost] = {}
 
     # -- setup
     def _open(self) -> None:
@@ -317,28 +404,32 @@ class Observer:
         raw = np.zeros((n, ngroups, words), dtype=np.uint64)
         stamps = np.zeros((n, 2), dtype=np.int64)
         state: dict[str, object] = {}
-        self._tagsnap = None if self.tags is None else np.zeros((n, self.tags.words.shape[0]), dtype=np.uint64)
+        tagsnap = None if self.tags is None else np.zeros((n, self.tags.words.shape[0]), dtype=np.uint64)
 
         def sampler() -> None:
             try:
+                from ..counting.monitor import set_timer_slack
+
                 cpu = self._pick_observer_cpu()
                 if cpu is not None:
                     os.sched_setaffinity(0, {cpu})
+                set_timer_slack(1000)  # this thread only: sleeps end within ~1 us of their deadline
+                self._set_realtime(cpu)
                 own = PerfEventFd(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.TASK_CLOCK), pid=0, event="task-clock")
                 for group in self._groups:
                     group[0].enable(group=True)
-                use_native = self._decide_native(size)
+                loop, reason = self._decide_loop(size, period_ns)
                 t0 = time.clock_gettime_ns(_RAW)
-                if use_native:
-                    taken, late = self._native_loop(raw, stamps, n, size, period_ns, t0 + int(self.duration * 1e9))
+                if loop == "native":
+                    taken, late = self._native_loop(raw, stamps, n, size, period_ns)
                     state["path"] = "native"
                 else:
-                    taken, late = self._python_loop(raw, stamps, n, size, period_ns, t0 + int(self.duration * 1e9))
+                    taken, late = self._python_loop(raw, stamps, n, size, period_ns, tagsnap=tagsnap)
                     state["path"] = "read"
                 wall = time.clock_gettime_ns(_RAW) - t0
                 for group in self._groups:
                     group[0].disable(group=True)
-                state.update(taken=taken, late=late, wall=wall, own=struct.unpack("=Q", own.read(8))[0])
+                state.update(taken=taken, late=late, wall=wall, own=struct.unpack("=Q", own.read(8))[0], reason=reason)
                 own.close()
             except BaseException as err:  # re-raised in the caller's thread
                 state["error"] = err
@@ -354,7 +445,7 @@ class Observer:
         values = raw[:, :, 3:].sum(axis=1, dtype=np.uint64)
         ena = raw[:, :, 1].sum(axis=1, dtype=np.uint64)
         run = raw[:, :, 2].sum(axis=1, dtype=np.uint64)
-        tagcols = None if self.tags is None else self.tags.columns(self._tagsnap[:taken])
+        tagcols = None if self.tags is None else self.tags.columns(tagsnap[:taken])
         target = f"cpu {self.cpu}" if self.cpu is not None else (f"tid {self.tid}" if self.tid is not None else f"pid {self.pid}")
         return ObserveResult(
             events=self.names,
@@ -370,91 +461,148 @@ class Observer:
             late=int(state["late"]),  # type: ignore[arg-type]
             target=target,
             tags=tagcols,
+            loop_reason=str(state["reason"]),
+            realtime=self.realtime_used,
         )
 
-    def _decide_native(self, size: int) -> bool:
-        if self.loop == "python" or self.tags is not None:  # tags are read by the Python loop
+    def _target_has_other_cpus(self, cpu: int | None) -> bool:
+        """Whether the target can run on a CPU other than the observer's ``cpu``."""
+        if cpu is None:
             return False
-        if self.loop == "native":
-            return True
-        if not native_available() or len(self._groups) != 1:
+        if self.cpu is not None:
+            return self.cpu != cpu
+        try:
+            return bool(os.sched_getaffinity(self.tid if self.tid is not None else self.pid) - {cpu})
+        except OSError:
             return False
-        # calibrate: cost of one Python-loop iteration against the period
-        fd = self._groups[0][0].fd
-        buf = bytearray(size)
-        reps = 200
-        t = time.perf_counter_ns()
-        for _ in range(reps):
-            time.clock_gettime_ns(_RAW)
-            os.readv(fd, [buf])
-            time.clock_gettime_ns(_RAW)
-        per = (time.perf_counter_ns() - t) / reps
-        return per > _PY_BUDGET * 1e9 / self.rate_hz
+
+    def _set_realtime(self, cpu: int | None) -> None:
+        if self.realtime is False or (self.realtime is None and not self._target_has_other_cpus(cpu)):
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread
+            self.realtime_used = True
+        except (OSError, AttributeError) as err:
+            if self.realtime:
+                raise PmuscopeError(f"cannot give the observer thread SCHED_FIFO priority ({err}); run as root or "
+                                    "with CAP_SYS_NICE, or pass realtime=False") from err
+
+    def calibrate(self, size: int, samples: int = CALIBRATION_SAMPLES) -> dict[str, LoopCost]:
+        """Time ``samples`` back-to-back samples of each available loop on the
+        open (and enabled) counters: ``{"python": LoopCost, "native": LoopCost}``."""
+        words = size // 8
+        raw = np.zeros((samples, len(self._groups), words), dtype=np.uint64)
+        st = np.zeros((samples, 2), dtype=np.int64)
+        costs: dict[str, LoopCost] = {}
+        taken, _ = self._python_loop(raw, st, samples, size, 0)
+        if taken >= 3:
+            costs["python"] = LoopCost.from_stamps(st[:taken])
+        if native_available():
+            taken, _ = self._native_loop(raw, st, samples, size, 0)
+            if taken >= 3:
+                costs["native"] = LoopCost.from_stamps(st[:taken])
+        return costs
+
+    def _decide_loop(self, size: int, period_ns: int) -> tuple[str, str]:
+        """The loop to run and why: asked for, forced by tags, or measured."""
+        if self.tags is not None:
+            return "python", "tags are read inside each sample's bracket by the Python loop"
+        most = getattr(_native, "SAMPLE_LOOP_MAX_FDS", 1) if native_available() else 0
+        too_many = native_available() and len(self._groups) > most
+        if self.loop != "auto":
+            if self.loop == "native" and too_many:
+                raise PmuscopeError(f"observe: the native loop reads at most {most} threads; this target has "
+                                    f"{len(self._groups)} (use --loop python or auto)")
+            return self.loop, f"asked for (loop={self.loop})"
+        if too_many:
+            return "python", f"{len(self._groups)} threads: the native loop reads at most {most}"
+        forced = os.environ.get("PMUSCOPE_OBSERVE_LOOP", "auto") or "auto"
+        if forced == "python" or (forced == "native" and native_available()):
+            return forced, f"PMUSCOPE_OBSERVE_LOOP={forced}"
+        if not native_available():
+            return "python", "the native loop is not built here"
+        costs = self.calibrate(size)
+        self.costs = costs
+        return choose_loop(period_ns, self.tolerance, costs.get("python"), costs.get("native"))
 
     def _python_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int,
-                     end_raw: int | None = None) -> tuple[int, int]:
-        """Read at ``period_ns`` until ``n`` samples, :attr:`stop`, or the
-        ``end_raw`` CLOCK_MONOTONIC_RAW time (--duration is seconds: a loop that
-        cannot keep the rate ends on time with fewer samples)."""
+                     tagsnap: np.ndarray | None = None) -> tuple[int, int]:
+        """Take up to ``n`` samples on the grid ``start + k * period_ns`` (``k < n``;
+        ``period_ns`` 0: back to back) until :attr:`stop`; returns (taken, late): a
+        slot missed by more than half a period is skipped and counted late."""
         ngroups = raw.shape[1]
         mv = memoryview(raw.reshape(-1).view(np.uint8))
-        fds = [g[0].fd for g in self._groups]
+        bufs = [bytearray(size) for _ in self._groups]
+        reads = [(g[0].fd, [buf]) for g, buf in zip(self._groups, bufs)]
         clock = time.clock_gettime_ns
         mono = time.CLOCK_MONOTONIC
         readv = os.readv
         sleep = time.sleep
         row = ngroups * size
-        late = 0
+        half = period_ns // 2
+        spin = PYTHON_SPIN_NS
+        late = taken = slot = 0
         stop = self.stop
-        tagsnap, tagwords = (self._tagsnap, self.tags.words) if self.tags is not None else (None, None)
+        tagwords = self.tags.words if tagsnap is not None else None
+        tagrow = np.empty_like(tagwords) if tagwords is not None else None  # reused: no page fault in the bracket
         start = clock(mono)
-        for i in range(n):
-            if not i & 63 and i:
-                if stop is not None and stop.is_set():
-                    return i, late
-                if end_raw is not None and clock(_RAW) >= end_raw:
-                    return i, late
-            deadline = start + i * period_ns
-            now = clock(mono)
-            if now < deadline:
-                wait = deadline - now
-                if wait > 200_000:  # sleep, then spin the last 150 us
-                    sleep((wait - 150_000) / 1e9)
-                while clock(mono) < deadline:
-                    pass
-            elif i and now - deadline > period_ns:
-                late += 1
-            base = i * row
-            stamps[i, 0] = clock(_RAW)
-            for g, fd in enumerate(fds):
-                off = base + g * size
-                if readv(fd, [mv[off:off + size]]) != size:
-                    return i, late
-            if tagsnap is not None:  # inside the bracket: the DTE check covers the tag read
-                tagsnap[i] = tagwords
-            stamps[i, 1] = clock(_RAW)
-        return n, late
+        while taken < n and slot < n:
+            if not taken & 63 and taken and stop is not None and stop.is_set():
+                break
+            if period_ns:
+                deadline = start + slot * period_ns
+                now = clock(mono)
+                if now > deadline + half:  # preempted: skip to the next slot, do not catch up
+                    nxt = min(-(-(now - start) // period_ns), n)
+                    late += nxt - slot
+                    slot = nxt
+                    continue
+                if now < deadline:
+                    wait = deadline - now
+                    if wait > spin + 10_000:  # sleep, then spin the last PYTHON_SPIN_NS
+                        sleep((wait - spin) / 1e9)
+                    while now < deadline:
+                        now = clock(mono)
+                    if now > deadline + half:  # preempted while waiting: look again (skip)
+                        continue
+            s = clock(_RAW)
+            for fd, vec in reads:
+                if readv(fd, vec) != size:
+                    return taken, late
+            if tagrow is not None:  # inside the bracket: the DTE check covers the tag read
+                tagrow[:] = tagwords
+            e = clock(_RAW)
+            stamps[taken, 0] = s
+            stamps[taken, 1] = e
+            if tagrow is not None:
+                tagsnap[taken] = tagrow
+            off = taken * row
+            for buf in bufs:
+                mv[off:off + size] = buf
+                off += size
+            taken += 1
+            slot += 1
+        return taken, late
 
-    def _native_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int,
-                     end_raw: int | None = None) -> tuple[int, int]:
-        """The C loop, in slices of about 50 ms so that ``end_raw`` and
-        :attr:`stop` are honoured (each slice restarts the schedule)."""
-        fd = self._groups[0][0].fd
-        step = 256  # grown or shrunk after each slice to take about 50 ms
-        taken = late = 0
-        while taken < n:
+    def _native_loop(self, raw: np.ndarray, stamps: np.ndarray, n: int, size: int, period_ns: int) -> tuple[int, int]:
+        """The C loop, on the same grid as :meth:`_python_loop`, in slices of
+        about :data:`NATIVE_SLICE_NS` so that :attr:`stop` is honoured (the grid
+        carries on across slices)."""
+        fds = [g[0].fd for g in self._groups]
+        step = 256  # grown or shrunk after each slice to take about NATIVE_SLICE_NS
+        taken = late = slot = start = 0
+        while taken < n and slot < n:
             k = min(step, n - taken)
             t = time.monotonic_ns()
-            got, lt = _native.sample_loop(fd, size, k, period_ns, stamps[taken:taken + k], raw[taken:taken + k])
+            got, lt, slot, start = _native.sample_loop(fds, size, k, period_ns, stamps[taken:taken + k],
+                                                       raw[taken:taken + k], start, slot, n, NATIVE_SPIN_NS)
             spent = max(time.monotonic_ns() - t, 1)
-            step = int(min(max(64, k * 50_000_000 / spent), 1 << 22))
+            step = int(min(max(64, k * NATIVE_SLICE_NS / spent), 1 << 22))
             taken += int(got)
             late += int(lt)
-            if int(got) < k:
+            if int(got) < k and slot < n:  # a read failed (the target exited)
                 break
             if self.stop is not None and self.stop.is_set():
-                break
-            if end_raw is not None and time.clock_gettime_ns(_RAW) >= end_raw:
                 break
         return taken, late
 
@@ -548,8 +696,8 @@ def run_with_baseline(cmd: Sequence[str], events, *, rate_hz: float, **kwargs) -
         threading.Thread(target=waiter, daemon=True).start()
 
     kwargs.pop("duration", None)
-    # the run ends when the command exits (checked by the Python loop)
-    kwargs["loop"] = "python"
+    # the run ends when the command exits (``stop``: checked by either loop, the
+    # native one between its slices)
     try:
         result = Observer(events, pid=work.pid, rate_hz=rate_hz, duration=max(base * 4, 1.0) + 10, stop=done,
                           enable_on_exec=True, on_open=release, tags=tags, **kwargs).run()
