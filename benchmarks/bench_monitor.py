@@ -12,14 +12,30 @@ Reported:
   cost of the group reads themselves (``os.read`` of every group, timed in a
   tight loop) — what any implementation, Python or C, pays.
 
+Then (unless ``--no-cli``) the command itself against Linux perf, interleaved
+round by round: ``pmuscope monitor -a -I MS -e EVENTS -o FILE`` (CSV, JSON
+lines, Parquet when pyarrow is installed) and ``perf stat -a -A -I MS -x, -e
+EVENTS -o FILE -- sleep S`` (the same events; ``-A``: a line per CPU, as the
+monitor's rows), at 1 ms and 10 ms. Each command's CPU time is the sum of its
+threads' on-CPU time (``/proc/PID/task/*/schedstat``) over the same steady
+window (from 0.5 s after its output file appears to 0.5 s before its end), and
+the whole process's user+sys (``wait4``), start-up included. Targets: at 1 ms
+<= 3 % of one CPU and >= 99 % of intervals on time; at 10 ms at most perf
+stat's CPU. Reported as the median over the rounds, with pmuscope/perf ratios.
+
     python benchmarks/bench_monitor.py [--duration 10] [--interval 1] [-e EVENTS] [--format csv|parquet|jsonl|none]
+                                       [--cli-rounds 3] [--cli-duration 10] [--cli-intervals 1,10] [--no-cli] [--cli-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import resource
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,6 +95,166 @@ def _cycles_open() -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- the command against perf stat
+
+
+def child_env(tmp: str) -> dict[str, str]:
+    """This environment, except that PYTHONDONTWRITEBYTECODE (which would make
+    every run compile pmuscope again) becomes a private bytecode cache."""
+    env = dict(os.environ)
+    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None and "PYTHONPYCACHEPREFIX" not in env:
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+    return env
+
+
+def tasks_cpu_ns(pid: int) -> int:
+    """On-CPU ns of every thread of PID so far (schedstat's first field)."""
+    total = 0
+    base = f"/proc/{pid}/task"
+    for tid in os.listdir(base):
+        try:
+            with open(f"{base}/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) -> dict:
+    """Run CMD (which writes OUT and lasts about DURATION s after start-up):
+    steady-window CPU % from schedstat, whole-process user+sys, wall time."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    window = None
+    try:
+        while time.monotonic() - t0 < 30 and p.poll() is None:
+            if os.path.exists(out) and os.path.getsize(out) > 0:
+                break
+            time.sleep(0.01)
+        ready = time.monotonic()
+        time.sleep(0.5)
+        w0, c0 = time.monotonic(), tasks_cpu_ns(p.pid)
+        time.sleep(max(0.5, ready + duration - 0.5 - time.monotonic()))
+        if p.poll() is None:
+            w1, c1 = time.monotonic(), tasks_cpu_ns(p.pid)
+            window = 100 * (c1 - c0) / 1e9 / (w1 - w0)
+    except OSError:  # the process ended under us
+        pass
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed ({p.returncode}): {err.strip()[-400:]}")
+    return {"window": window, "total": ru.ru_utime + ru.ru_stime, "wall": wall}
+
+
+def monitor_rows(path: str, fmt: str) -> tuple[int, int, int]:
+    """(rows, intervals, late intervals) of a monitor output file."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path, columns=["timestamp", "late"])
+        ts, late = t.column("timestamp").to_pylist(), t.column("late").to_pylist()
+    elif fmt == "jsonl":
+        import json
+
+        ts, late = [], []
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                ts.append(r["timestamp"])
+                late.append(r["late"])
+    else:
+        with open(path, newline="") as f:
+            rd = csv.DictReader(f)
+            ts, late = [], []
+            for r in rd:
+                ts.append(int(r["timestamp"]))
+                late.append(r["late"] == "1")
+    per = {}
+    for t, lt in zip(ts, late):
+        per[t] = lt
+    return len(ts), len(per), sum(per.values())
+
+
+def perf_intervals(path: str) -> int:
+    stamps = set()
+    with open(path) as f:
+        for line in f:
+            if line and not line.startswith("#") and "," in line:
+                stamps.add(line.split(",", 1)[0])
+    return len(stamps)
+
+
+def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: float, perf: str) -> None:
+    formats = ["csv", "jsonl"]
+    try:
+        import pyarrow  # noqa: F401
+
+        formats.append("parquet")
+    except ImportError:
+        print("(pyarrow is not installed: no Parquet runs)")
+    tmp = tempfile.mkdtemp(prefix="bench-monitor-")
+    env = child_env(tmp)
+    pm = [sys.executable, "-m", "pmuscope", "monitor"]
+    try:
+        # compile pmuscope into the private cache once
+        subprocess.run(pm + ["-a", "-I", "10", "--interval-count", "1", "-e", events, "-q", "-o", os.path.join(tmp, "warm.csv")],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        results: dict[tuple, list[dict]] = {}
+        for r in range(rounds):
+            for ms in intervals:
+                out = os.path.join(tmp, "perf.csv")
+                cmd = [perf, "stat", "-a", "-A", "-I", f"{ms:g}", "-x,", "-e", events, "-o", out, "--", "sleep", f"{duration:g}"]
+                res = timed_run(cmd, out, duration, env)
+                res["intervals"] = perf_intervals(out)
+                results.setdefault(("perf", ms), []).append(res)
+                os.unlink(out)
+                for fmt in formats:
+                    out = os.path.join(tmp, f"mon.{fmt}")
+                    cmd = pm + ["-a", "-I", f"{ms:g}", "--duration", f"{duration:g}", "-e", events, "-q", "-o", out]
+                    res = timed_run(cmd, out, duration, env)
+                    res["rows"], res["intervals"], res["late"] = monitor_rows(out, fmt)
+                    results.setdefault((fmt, ms), []).append(res)
+                    os.unlink(out)
+            print(f"  round {r + 1}/{rounds} done; load avg {os.getloadavg()[0]:.2f}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(runs, key):
+        vals = [x[key] for x in runs if x[key] is not None]
+        return statistics.median(vals) if vals else float("nan")
+
+    print(f"\nmedians of {rounds} rounds, {duration:g} s each; CPU in % of one CPU "
+          "(steady window | whole process incl. start-up); ratio = pmuscope / perf stat, same rounds")
+    print(f"{'-I':>4} {'command':<18} {'steady CPU':>10} {'ratio':>6} {'whole':>7} {'ratio':>6} {'intervals':>9} {'on time':>8}  target")
+    for ms in intervals:
+        pr = results[("perf", ms)]
+        p_win, p_tot = med(pr, "window"), 100 * med(pr, "total") / duration
+        expected = duration * 1000 / ms
+        print(f"{ms:>4g} {'perf stat -A':<18} {p_win:>9.2f}% {'':>6} {p_tot:>6.2f}% {'':>6} {100 * med(pr, 'intervals') / expected:>8.1f}% {'':>8}")
+        for fmt in formats:
+            rr = results[(fmt, ms)]
+            win, tot = med(rr, "window"), 100 * med(rr, "total") / duration
+            on_time = statistics.median(100 * (1 - x["late"] / x["intervals"]) if x["intervals"] else 0 for x in rr)
+            if ms <= 1:
+                ok = win <= 3 and on_time >= 99
+                target = f"<= 3%, >= 99% on time: {'MET' if ok else 'NOT MET'}"
+            else:
+                ok = win <= p_win
+                target = f"<= perf's CPU: {'MET' if ok else 'NOT MET'} (whole process {'MET' if tot <= p_tot else 'NOT MET'})"
+            print(f"{ms:>4g} {'pmuscope ' + fmt:<18} {win:>9.2f}% {win / p_win:>5.2f}x {tot:>6.2f}% {tot / p_tot:>5.2f}x "
+                  f"{100 * med(rr, 'intervals') / expected:>8.1f}% {on_time:>7.2f}%  {target}")
+
+
+def default_event_list() -> str:
+    from pmuscope.cli.monitor_cmd import default_monitor_events
+
+    return ",".join(s.name for s in default_monitor_events(system_wide=True))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=10.0)
@@ -86,8 +262,27 @@ def main() -> int:
     ap.add_argument("-e", "--events", help="default: cycles,instructions (task-clock,context-switches without a PMU)")
     ap.add_argument("--format", default="csv", choices=("csv", "parquet", "jsonl", "none"))
     ap.add_argument("--no-context", action="store_true")
+    ap.add_argument("--cli-rounds", type=int, default=3)
+    ap.add_argument("--cli-duration", type=float, default=10.0)
+    ap.add_argument("--cli-intervals", default="1,10", help="ms, comma-separated")
+    ap.add_argument("--cli-events", help="default: monitor's default events (perf stat's that open here)")
+    ap.add_argument("--perf", default=shutil.which("perf") or "perf")
+    ap.add_argument("--no-cli", action="store_true", help="only the in-process run")
+    ap.add_argument("--cli-only", action="store_true", help="only the command against perf stat")
     args = ap.parse_args()
 
+    if not args.cli_only:
+        in_process(args)
+    if not args.no_cli:
+        events = args.cli_events or default_event_list()
+        intervals = [float(x) for x in args.cli_intervals.split(",")]
+        print(f"\npmuscope monitor against {args.perf} stat: -e {events}, -I {args.cli_intervals} ms, "
+              f"{args.cli_rounds} rounds of {args.cli_duration:g} s; load avg {os.getloadavg()[0]:.2f}")
+        cli_vs_perf(events, intervals, args.cli_rounds, args.cli_duration, args.perf)
+    return 0
+
+
+def in_process(args) -> None:
     events = args.events
     if events is None:
         events = "cycles,instructions" if _cycles_open() else "task-clock,context-switches"
@@ -124,7 +319,6 @@ def main() -> int:
           f"{proc_pct / floor_cpu:.1f}x the bare sleep loop; target <= 3%: {'MET' if proc_pct <= 3 else 'NOT MET'}")
     print(f"  on time: {on_time:.2f}% of intervals (bare loop {100 * floor_on_time:.2f}%); target >= 99%: "
           f"{'MET' if on_time >= 99 else 'NOT MET'}")
-    return 0
 
 
 if __name__ == "__main__":
