@@ -14,7 +14,7 @@
  *   dwarf_unwind(...)            DWARF CFI unwinding of many samples' user stack copies with
  *                                rule rows compiled by pmuscope.unwind.batch; GIL released.
  *   monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance,
- *                last, ctx_every, alive_every, stop[, clock])
+ *                last, ctx_every, ctx_state, alive_every, stop[, clock])
  *                                pmuscope monitor's sampling loop: sleep to absolute deadlines,
  *                                read every group into a chunk buffer; GIL released (see below).
  *   CountsReader(cls, fill, clear, layout, units, read=None)
@@ -202,7 +202,10 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
  * deadline number `k`: sleep to deadline start + k*interval (clock_nanosleep TIMER_ABSTIME on
  * CLOCK_MONOTONIC), read every group (plan: int64 triples fd, byte offset, size) into
  * buf[i*rec + offset], record ts/idx/late/skipped[i], and go on until the chunk is full or
- * Python has something to do: flags bit 0 = a context sample is due for row i-1, bit 1 = the
+ * Python has something to do: flags bit 0 = a context sample is due for row i-1 (the interval
+ * crossed a multiple of ctx_every: ctx_state[0] counts these crossings and only every
+ * ctx_state[1]-th is a sample, so a machine whose only context is /proc/stat's utilization
+ * is not returned to between its samples), bit 1 = the
  * run ended (deadline `last` passed, or stop[0] was set by another thread), bit 2 = the
  * monitored process should be looked for (k a multiple of alive_every). Returns (i, k, flags).
  * `clock`, when given, is a writable int64 buffer [cursor, reading, reading, ...]: the readings
@@ -210,18 +213,19 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
  * nothing sleeps: the seam the tests use to compare this loop with Python's.
  */
 static PyObject *py_monitor_loop(PyObject *self, PyObject *args) {
-    Py_buffer plan, buf, ts_b, idx_b, late_b, skip_b, stop_b, clock_b = {0};
+    Py_buffer plan, buf, ts_b, idx_b, late_b, skip_b, ctx_b, stop_b, clock_b = {0};
     Py_ssize_t rec, i, n;
     long long k, start, interval, tolerance, last, ctx_every, alive_every;
-    if (!PyArg_ParseTuple(args, "y*w*nw*w*w*w*nnLLLLLLLw*|w*", &plan, &buf, &rec, &ts_b, &idx_b, &late_b, &skip_b,
-                          &i, &n, &k, &start, &interval, &tolerance, &last, &ctx_every, &alive_every, &stop_b,
+    if (!PyArg_ParseTuple(args, "y*w*nw*w*w*w*nnLLLLLLw*Lw*|w*", &plan, &buf, &rec, &ts_b, &idx_b, &late_b, &skip_b,
+                          &i, &n, &k, &start, &interval, &tolerance, &last, &ctx_every, &ctx_b, &alive_every, &stop_b,
                           &clock_b))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t nslots = plan.len / (Py_ssize_t)(3 * sizeof(int64_t));
     const int64_t *pl = (const int64_t *)plan.buf;
     int ok = interval > 0 && i >= 0 && n >= i && rec >= 0 && buf.len >= n * rec && ts_b.len >= n * 8 &&
-             idx_b.len >= n * 8 && late_b.len >= n && skip_b.len >= n * 4 && stop_b.len >= 1;
+             idx_b.len >= n * 8 && late_b.len >= n && skip_b.len >= n * 4 && stop_b.len >= 1 && ctx_b.len >= 16 &&
+             ((int64_t *)ctx_b.buf)[1] > 0;
     for (Py_ssize_t s = 0; ok && s < nslots; s++)
         ok = pl[3 * s + 1] >= 0 && pl[3 * s + 2] >= 0 && pl[3 * s + 1] + pl[3 * s + 2] <= rec;
     if (!ok) {
@@ -234,6 +238,7 @@ static PyObject *py_monitor_loop(PyObject *self, PyObject *args) {
         uint8_t *late = (uint8_t *)late_b.buf;
         int32_t *skipped = (int32_t *)skip_b.buf;
         volatile uint8_t *stop = (volatile uint8_t *)stop_b.buf;
+        int64_t *ctx_state = (int64_t *)ctx_b.buf;
         int64_t *fake = clock_b.buf && clock_b.len >= 8 ? (int64_t *)clock_b.buf + 1 : NULL;
         Py_ssize_t nfake = fake ? clock_b.len / 8 - 1 : 0, used = fake ? (Py_ssize_t)fake[-1] : 0;
         int flags = 0, err = 0, clock_out = 0;
@@ -276,7 +281,8 @@ static PyObject *py_monitor_loop(PyObject *self, PyObject *args) {
             late[i] = lateness > tolerance;
             skipped[i] = (int32_t)skip;
             i++;
-            if (ctx_every && k / ctx_every != (k - 1 - skip) / ctx_every) flags |= 1;
+            if (ctx_every && k / ctx_every != (k - 1 - skip) / ctx_every && ++ctx_state[0] % ctx_state[1] == 0)
+                flags |= 1;
             k += 1 + skip;
             if ((last > 0 && k > last) || *stop) flags |= 2;
             if (alive_every && k % alive_every == 0) flags |= 4;
@@ -300,6 +306,7 @@ done:
     PyBuffer_Release(&idx_b);
     PyBuffer_Release(&late_b);
     PyBuffer_Release(&skip_b);
+    PyBuffer_Release(&ctx_b);
     PyBuffer_Release(&stop_b);
     if (clock_b.buf) PyBuffer_Release(&clock_b);
     return result;
@@ -766,7 +773,7 @@ static PyMethodDef methods[] = {
      "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
     {"monitor_loop", py_monitor_loop, METH_VARARGS,
      "monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance, last, "
-     "ctx_every, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
+     "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
     {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
      "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
      "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "

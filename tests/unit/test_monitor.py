@@ -295,7 +295,7 @@ def test_open_falls_back_without_exclude_guest(monkeypatch):
 # --------------------------------------------------------------------------- the sampling loop: Python and C
 
 
-def _run_loop(step, clock_readings, *, n=8, last=-1, ctx_every=0, alive_every=0, stopped=False, interval=MS,
+def _run_loop(step, clock_readings, *, n=8, last=-1, ctx_every=0, ctx_mod=1, alive_every=0, stopped=False, interval=MS,
               start=5_000_000_000, tolerance=100_000):
     """Drive a loop step function over one chunk the way Monitor._sampler_loop
     does, reading two pipes whose contents are known: the fills, the steps'
@@ -310,7 +310,8 @@ def _run_loop(step, clock_readings, *, n=8, last=-1, ctx_every=0, alive_every=0,
         data = b"".join(struct.pack("<Q", 1000 * g + j) for j in range(n * sizes[g] // 8))
         os.write(w, data)
     stop = bytearray([1 if stopped else 0])  # stop() was called: end after the first interval
-    params = mm._LoopParams(start, interval, tolerance, last, ctx_every, alive_every, stop, None, None)
+    ctx_state = np.array([0, ctx_mod], dtype=np.int64)
+    params = mm._LoopParams(start, interval, tolerance, last, ctx_every, ctx_state, alive_every, stop, None, None)
     chunk = mm._make_chunk(plan, rec, n, views=True)
     steps = []
     i, k = 0, 1
@@ -324,6 +325,7 @@ def _run_loop(step, clock_readings, *, n=8, last=-1, ctx_every=0, alive_every=0,
         for r, w in pipes:
             os.close(r)
             os.close(w)
+    chunk.ctx_crossings = int(ctx_state[0])
     return steps, chunk
 
 
@@ -340,7 +342,7 @@ def _native_step(chunk, plan, rec, i, n, k, params, readings):
     p = params
     flat = np.array(plan, dtype=np.int64).tobytes()
     return native(flat, chunk.buf, rec, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, i, n, k, p.start,
-                  p.interval, p.tolerance, p.last, p.ctx_every, p.alive_every, p.stop, buf)
+                  p.interval, p.tolerance, p.last, p.ctx_every, p.ctx_state, p.alive_every, p.stop, buf)
 
 
 T0 = 5_000_000_000
@@ -374,6 +376,7 @@ def test_python_loop_on_a_fake_clock_and_pipes():
     {"last": 6},  # the 3.5-interval stall reaches past the end: skipped only up to deadline 6
     {"ctx_every": 2},
     {"ctx_every": 3, "alive_every": 4},
+    {"ctx_every": 1, "ctx_mod": 3},  # a context sample at every third crossing only
     {"stopped": True},
     {"tolerance": 30_000, "ctx_every": 1},
 ])
@@ -383,10 +386,19 @@ def test_native_loop_fills_the_chunk_as_the_python_loop(kw):
         assert py_steps[0][2] != 0  # the step returned early, with a flag
     c_steps, c_chunk = _run_loop(_native_step, {"values": READINGS}, **kw)
     assert c_steps == py_steps
+    assert c_chunk.ctx_crossings == py_chunk.ctx_crossings
     n = py_steps[-1][0]
     assert bytes(c_chunk.buf) == bytes(py_chunk.buf)
     for name in ("ts", "deadline_idx", "late", "skipped"):
         assert getattr(c_chunk, name)[:n].tolist() == getattr(py_chunk, name)[:n].tolist(), name
+
+
+def test_python_loop_returns_at_every_ctx_mod_th_crossing():
+    steps, chunk = _run_loop(_python_step, {"values": READINGS}, ctx_every=1, ctx_mod=3)
+    # every interval crosses a multiple of 1; the 4th (a stall over deadlines 5-7) once
+    assert [s[0] for s in steps] == [3, 6, 8]
+    assert [s[2] for s in steps] == [mm._CTX_DUE, mm._CTX_DUE, 0]
+    assert chunk.ctx_crossings == 8
 
 
 @needs_native
@@ -402,17 +414,18 @@ def test_native_loop_rejects_inconsistent_buffers_and_reports_read_errors():
     native = mm._native_loop()
     chunk = mm._make_chunk([(0, 0, 8)], 8, 2, views=False)
     bad = np.array([(0, 4, 8)], dtype=np.int64).tobytes()  # reads past the record
+    state = np.array([0, 1], dtype=np.int64)
     with pytest.raises(ValueError):
-        native(bad, chunk.buf, 8, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, 0, 2, 1, T0, MS, 0, -1, 0, 0,
-               bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
+        native(bad, chunk.buf, 8, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, 0, 2, 1, T0, MS, 0, -1, 0,
+               state, 0, bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
     closed = np.array([(987654, 0, 8)], dtype=np.int64).tobytes()  # not an open fd
     with pytest.raises(OSError):
         native(closed, chunk.buf, 8, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, 0, 2, 1, T0, MS, 0, -1,
-               0, 0, bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
+               0, state, 0, bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
 
 
 def test_loop_selection(monkeypatch, data_dir):
-    d = data_dir / "monitor"
+    d = data_dir / "dvfs"
     kw = dict(cpus=[0], interval_ms=1, sysfs=str(d / "sys"), procfs=str(d / "proc0"))
     assert mm.Monitor("task-clock", loop="python", **kw).loop == "python"
     with pytest.raises(PmuscopeError, match="loop="):

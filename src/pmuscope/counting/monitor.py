@@ -344,6 +344,7 @@ class _LoopParams:
     tolerance: int
     last: int  # the last deadline number, or -1: no end
     ctx_every: int  # 0: no context
+    ctx_state: np.ndarray  # int64 [crossings of a ctx_every multiple so far, every how many is a sample]
     alive_every: int  # 0: no process to watch
     stop: bytearray  # stop[0] != 0: end after the current interval
     clock: Callable[[], int]
@@ -373,7 +374,7 @@ def _loop_python(chunk: _Chunk, i: int, n: int, k: int, p: _LoopParams) -> tuple
     chunk is full or a flag is up (``_native.monitor_loop`` does the same in C,
     without the GIL)."""
     start, interval, tolerance, last = p.start, p.interval, p.tolerance, p.last
-    ctx_every, alive_every, stop = p.ctx_every, p.alive_every, p.stop
+    ctx_every, ctx_state, alive_every, stop = p.ctx_every, p.ctx_state, p.alive_every, p.stop
     clock, sleep_until = p.clock, p.sleep_until
     readv = os.readv
     views = chunk.views
@@ -397,7 +398,9 @@ def _loop_python(chunk: _Chunk, i: int, n: int, k: int, p: _LoopParams) -> tuple
         skipped[i] = skip
         i += 1
         if ctx_every and k // ctx_every != (k - 1 - skip) // ctx_every:
-            flags |= _CTX_DUE
+            ctx_state[0] += 1
+            if ctx_state[0] % ctx_state[1] == 0:
+                flags |= _CTX_DUE
         k += 1 + skip
         if (last > 0 and k > last) or stop[0]:
             flags |= _ENDED
@@ -715,7 +718,11 @@ class Monitor:
         last = self.count if self.count is not None else -1
         ctx_every = self.context_every if self.context else 0
         util_every = self.util_every
-        n_ctx = 0
+        # [context crossings so far, every how many is sampled]: with nothing
+        # to read between /proc/stat samples (no cpufreq, sensors or energy:
+        # a VM) only those are sampled; the rows between them get the same
+        # values either way (NaN frequency, the last utilization)
+        ctx_state = np.array([0, util_every if self.context and self._ctx.util_only else 1], dtype=np.int64)
         pid_stat = os.path.join(self.procfs, str(self.pid), "stat") if self.per_thread else None
         alive_every = max(1, int(100_000_000 // interval)) if pid_stat is not None else 0  # ~100 ms
         chunk_n = self.chunk_intervals
@@ -730,7 +737,8 @@ class Monitor:
             last_ctx = None
         self.wall_start = time.time()
         start = self.start_ns = monotonic_ns()
-        params = _LoopParams(start, interval, tolerance, last, ctx_every, alive_every, self._stop_flag, clock, sleep_until)
+        params = _LoopParams(start, interval, tolerance, last, ctx_every, ctx_state, alive_every, self._stop_flag, clock,
+                             sleep_until)
         self._queue.put((self._read_baseline(), start, last_ctx))
         k = 1
         while not stop.is_set():
@@ -743,13 +751,12 @@ class Monitor:
             while i < chunk_n:
                 if native is not None:
                     i, k, flags = native(plan, chunk.buf, rec, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped,
-                                         i, chunk_n, k, start, interval, tolerance, last, ctx_every, alive_every,
-                                         self._stop_flag)
+                                         i, chunk_n, k, start, interval, tolerance, last, ctx_every, ctx_state,
+                                         alive_every, self._stop_flag)
                 else:
                     i, k, flags = _loop_python(chunk, i, chunk_n, k, params)
                 if flags & _CTX_DUE:
-                    n_ctx += 1
-                    ctx.append((i - 1, *self._sample_context(n_ctx % util_every == 0)))
+                    ctx.append((i - 1, *self._sample_context(int(ctx_state[0]) % util_every == 0)))
                 if flags & _ENDED or stop.is_set():
                     stop.set()
                     break
