@@ -11,10 +11,18 @@ every CPU:
   that missed whole deadlines skips them (counted in ``skipped``) and the row
   covers the longer interval — its ``interval_ms`` says so.
 - **One read per group, straight into a chunk buffer.** Each (CPU|thread,
-  group) is read with ``readv`` of ``PERF_FORMAT_GROUP |
+  group) is read with ``read`` of ``PERF_FORMAT_GROUP |
   TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`` into a preallocated buffer;
   deltas, scaling and context columns are computed with numpy once per
   chunk, off the sampling thread.
+- **The loop in C where built.** ``_native.monitor_loop`` sleeps and reads
+  interval after interval without the GIL and returns to Python only for a
+  context sample, the end of a chunk or of the run, or a look at the
+  monitored process; the Python loop (:func:`_loop_python`) is the
+  reference, chosen with ``loop="python"`` or ``PMUSCOPE_NATIVE_MONITOR=0``,
+  and fills the same chunks (tested on a fake clock). What remains per
+  interval is the kernel's: a timer wake-up and a read per group (reading
+  another CPU's counters is an IPI to it).
 - **Context at its own period.** cpufreq, thermal, hwmon and powercap are
   read every ``context_ms`` (default: the interval, at least 10 ms;
   ``scaling_cur_freq`` is refreshed by the governor every few ms) and
@@ -422,7 +430,9 @@ class Monitor:
     the thread that created them. ``interval_ms`` may be fractional
     (≥ 0.1). The run ends after ``duration`` seconds or ``count`` interval
     deadlines (a row that spans skipped deadlines counts them all), at
-    :meth:`stop`, or when the monitored process exits.
+    :meth:`stop`, or when the monitored process exits. ``loop``: the
+    sampling loop, ``"native"`` (C, the default where built) or
+    ``"python"`` (the reference); :attr:`loop` says which one runs.
     """
 
     def __init__(
