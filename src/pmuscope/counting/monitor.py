@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -692,6 +693,12 @@ class Monitor:
                 ) from err
 
     def _sampler(self) -> None:
+        try:
+            # Ctrl-C and SIGTERM go to the main thread, whose handlers stop
+            # the run: not to this one, sleeping in C without the GIL
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        except (AttributeError, OSError, ValueError):  # pragma: no cover
+            pass
         try:
             self._sampler_loop()
         except BaseException as err:  # surfaced in the consumer
