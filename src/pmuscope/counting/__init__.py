@@ -33,17 +33,10 @@ Events in ``{braces}`` are one perf group read with a single ``read()`` of
 got on the PMU is ``counted=False`` (perf's ``<not counted>``), never a silent 0.
 """
 
-from pmuscope._lazy import lazy_exports
-
-# imported on first use: ``monitor`` needs none of perf stat's engine
-_LAZY = {
-    **{name: ".counter" for name in ("Counter", "Evsel", "count", "online_cpus", "parse_cpu_list", "process_threads")},
-    **{name: ".metrics" for name in ("METRICS", "Metric", "MetricValue", "evaluate")},
-    **{name: ".results" for name in ("Counts", "EventCount", "Layout", "scale_cells")},
-    "Workload": ".workload",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+from .counter import Counter, Evsel, count, online_cpus, parse_cpu_list, process_threads
+from .metrics import METRICS, Metric, MetricValue, evaluate
+from .results import Counts, EventCount, Layout, scale_cells
+from .workload import Workload
 
 __all__ = [
     "count",
