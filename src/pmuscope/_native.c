@@ -771,13 +771,13 @@ static PyMethodDef methods[] = {
     {"mmap_read", py_mmap_read, METH_O, "mmap_read(page_address) -> (count, enabled, running) or None."},
     {"sample_loop", py_sample_loop, METH_VARARGS,
      "sample_loop(fd, size, n, period_ns, stamps, data) -> (taken, late)."},
-    {"monitor_loop", py_monitor_loop, METH_VARARGS,
-     "monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance, last, "
-     "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
     {"dwarf_unwind", py_dwarf_unwind, METH_VARARGS,
      "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
      "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "
      "(see pmuscope.unwind.batch)."},
+    {"monitor_loop", py_monitor_loop, METH_VARARGS,
+     "monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance, last, "
+     "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
