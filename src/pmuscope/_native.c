@@ -16,6 +16,10 @@
  *                                bytes); returns (taken, late, next slot, start); GIL released.
  *   dwarf_unwind(...)            DWARF CFI unwinding of many samples' user stack copies with
  *                                rule rows compiled by pmuscope.unwind.batch; GIL released.
+ *   monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance,
+ *                last, ctx_every, ctx_state, alive_every, stop[, clock])
+ *                                pmuscope monitor's sampling loop: sleep to absolute deadlines,
+ *                                read every group into a chunk buffer; GIL released (see below).
  *   CountsReader(cls, fill, clear, layout, units, read=None)
  *                                Counter.read() in one C call: read(2) of every (fd, size)
  *                                read unit, then a new `cls` instance (pmuscope.counting's
@@ -257,6 +261,124 @@ static PyObject *py_sample_loop(PyObject *self, PyObject *args) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     return Py_BuildValue("(nKKK)", taken, late, slot, start);
+}
+
+
+/* ---- monitor_loop --------------------------------------------------------------------------
+ *
+ * pmuscope.counting.monitor's sampling loop (Monitor._loop_python is the reference; the
+ * arithmetic is the same line by line). From interval slot `i` of a chunk with `n` slots and
+ * deadline number `k`: sleep to deadline start + k*interval (clock_nanosleep TIMER_ABSTIME on
+ * CLOCK_MONOTONIC), read every group (plan: int64 triples fd, byte offset, size) into
+ * buf[i*rec + offset], record ts/idx/late/skipped[i], and go on until the chunk is full or
+ * Python has something to do: flags bit 0 = a context sample is due for row i-1 (the interval
+ * crossed a multiple of ctx_every: ctx_state[0] counts these crossings and only every
+ * ctx_state[1]-th is a sample, so a machine whose only context is /proc/stat's utilization
+ * is not returned to between its samples), bit 1 = the
+ * run ended (deadline `last` passed, or stop[0] was set by another thread), bit 2 = the
+ * monitored process should be looked for (k a multiple of alive_every). Returns (i, k, flags).
+ * `clock`, when given, is a writable int64 buffer [cursor, reading, reading, ...]: the readings
+ * from 1 + cursor on are used in turn instead of CLOCK_MONOTONIC (cursor is advanced) and
+ * nothing sleeps: the seam the tests use to compare this loop with Python's.
+ */
+static PyObject *py_monitor_loop(PyObject *self, PyObject *args) {
+    Py_buffer plan, buf, ts_b, idx_b, late_b, skip_b, ctx_b, stop_b, clock_b = {0};
+    Py_ssize_t rec, i, n;
+    long long k, start, interval, tolerance, last, ctx_every, alive_every;
+    if (!PyArg_ParseTuple(args, "y*w*nw*w*w*w*nnLLLLLLw*Lw*|w*", &plan, &buf, &rec, &ts_b, &idx_b, &late_b, &skip_b,
+                          &i, &n, &k, &start, &interval, &tolerance, &last, &ctx_every, &ctx_b, &alive_every, &stop_b,
+                          &clock_b))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nslots = plan.len / (Py_ssize_t)(3 * sizeof(int64_t));
+    const int64_t *pl = (const int64_t *)plan.buf;
+    int ok = interval > 0 && i >= 0 && n >= i && rec >= 0 && buf.len >= n * rec && ts_b.len >= n * 8 &&
+             idx_b.len >= n * 8 && late_b.len >= n && skip_b.len >= n * 4 && stop_b.len >= 1 && ctx_b.len >= 16 &&
+             ((int64_t *)ctx_b.buf)[1] > 0;
+    for (Py_ssize_t s = 0; ok && s < nslots; s++)
+        ok = pl[3 * s + 1] >= 0 && pl[3 * s + 2] >= 0 && pl[3 * s + 1] + pl[3 * s + 2] <= rec;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "monitor_loop: inconsistent plan or buffers");
+        goto done;
+    }
+    {
+        char *out = (char *)buf.buf;
+        int64_t *ts = (int64_t *)ts_b.buf, *idx = (int64_t *)idx_b.buf;
+        uint8_t *late = (uint8_t *)late_b.buf;
+        int32_t *skipped = (int32_t *)skip_b.buf;
+        volatile uint8_t *stop = (volatile uint8_t *)stop_b.buf;
+        int64_t *ctx_state = (int64_t *)ctx_b.buf;
+        int64_t *fake = clock_b.buf && clock_b.len >= 8 ? (int64_t *)clock_b.buf + 1 : NULL;
+        Py_ssize_t nfake = fake ? clock_b.len / 8 - 1 : 0, used = fake ? (Py_ssize_t)fake[-1] : 0;
+        int flags = 0, err = 0, clock_out = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (i < n) {
+            long long deadline = start + k * interval, now;
+#define MON_CLOCK()                                                                     \
+            do {                                                                        \
+                if (fake) {                                                             \
+                    if (used < 0 || used >= nfake) { clock_out = 1; break; }            \
+                    now = fake[used++];                                                 \
+                } else {                                                                \
+                    struct timespec t_;                                                 \
+                    clock_gettime(CLOCK_MONOTONIC, &t_);                                \
+                    now = (long long)t_.tv_sec * 1000000000LL + t_.tv_nsec;             \
+                }                                                                       \
+            } while (0)
+            MON_CLOCK();
+            if (clock_out) break;
+            if (now < deadline) {
+                if (!fake) {
+                    struct timespec d = {(time_t)(deadline / 1000000000LL), (long)(deadline % 1000000000LL)};
+                    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL) == EINTR) ;
+                }
+                MON_CLOCK();
+                if (clock_out) break;
+            }
+#undef MON_CLOCK
+            char *row = out + i * rec;
+            for (Py_ssize_t s = 0; s < nslots; s++) {
+                ssize_t r = read((int)pl[3 * s], row + pl[3 * s + 1], (size_t)pl[3 * s + 2]);
+                if (r < 0) { err = errno; break; }
+            }
+            if (err) break;
+            long long lateness = now - deadline;
+            long long skip = lateness >= interval ? lateness / interval : 0;
+            if (last > 0 && k + skip > last) skip = last - k;
+            ts[i] = now;
+            idx[i] = k;
+            late[i] = lateness > tolerance;
+            skipped[i] = (int32_t)skip;
+            i++;
+            if (ctx_every && k / ctx_every != (k - 1 - skip) / ctx_every && ++ctx_state[0] % ctx_state[1] == 0)
+                flags |= 1;
+            k += 1 + skip;
+            if ((last > 0 && k > last) || *stop) flags |= 2;
+            if (alive_every && k % alive_every == 0) flags |= 4;
+            if (flags) break;
+        }
+        Py_END_ALLOW_THREADS
+        if (fake) fake[-1] = used;
+        if (err) {
+            errno = err;
+            PyErr_SetFromErrno(PyExc_OSError);
+        } else if (clock_out) {
+            PyErr_SetString(PyExc_StopIteration, "monitor_loop: the fake clock ran out");
+        } else {
+            result = Py_BuildValue("(nLi)", i, k, flags);
+        }
+    }
+done:
+    PyBuffer_Release(&plan);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&ts_b);
+    PyBuffer_Release(&idx_b);
+    PyBuffer_Release(&late_b);
+    PyBuffer_Release(&skip_b);
+    PyBuffer_Release(&ctx_b);
+    PyBuffer_Release(&stop_b);
+    if (clock_b.buf) PyBuffer_Release(&clock_b);
+    return result;
 }
 
 
@@ -722,6 +844,9 @@ static PyMethodDef methods[] = {
      "dwarf_unwind(keys, idx, rows, todo, sids, regs, valid, act, stacks, sp0, size, out, nout, status, need, "
      "nregs, pc, sp, fp, lr, max_stack, stack_width, out_width[, pc_mask]): unwind samples `todo` "
      "(see pmuscope.unwind.batch)."},
+    {"monitor_loop", py_monitor_loop, METH_VARARGS,
+     "monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance, last, "
+     "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

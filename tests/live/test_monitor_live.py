@@ -15,11 +15,19 @@ import pytest
 
 from pmuscope.cli.main import main
 from pmuscope.counting.context import online_cpus
+from pmuscope.counting import monitor as monitor_mod
 from pmuscope.counting.monitor import Monitor, monitor
 from tests.conftest import requires_hardware_pmu
 
 NCPU = len(online_cpus())
 SW = "task-clock,context-switches"
+
+#: the sampling loops: C (the default where built) and the Python reference
+LOOPS = [
+    "python",
+    pytest.param("native", marks=pytest.mark.skipif(monitor_mod._native_loop() is None,
+                                                    reason="pmuscope._native is not built (no C compiler)")),
+]
 
 
 def _collect(mon):
@@ -28,8 +36,10 @@ def _collect(mon):
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def test_rows_per_interval_and_cpu():
-    mon = monitor(SW, interval_ms=10, count=20)
+@pytest.mark.parametrize("loop", LOOPS)
+def test_rows_per_interval_and_cpu(loop):
+    mon = monitor(SW, interval_ms=10, count=20, loop=loop)
+    assert mon.loop == loop
     out = _collect(mon)
     st = mon.stats
     # 20 deadlines: one row per CPU for each, less any skipped by a late wake-up
@@ -44,8 +54,9 @@ def test_rows_per_interval_and_cpu():
     assert np.allclose(out["time_enabled"], out["interval_ms"] * 1e6, rtol=0.2, atol=300_000)
 
 
-def test_deadlines_do_not_drift():
-    mon = Monitor(SW, interval_ms=5, count=200, context=False)
+@pytest.mark.parametrize("loop", LOOPS)
+def test_deadlines_do_not_drift(loop):
+    mon = Monitor(SW, interval_ms=5, count=200, context=False, loop=loop)
     out = _collect(mon)
     ts = out["timestamp"][::NCPU]
     elapsed = ts - mon.start_ns
@@ -129,9 +140,10 @@ def test_per_thread_counts_threads_started_later():
     assert np.nansum(out["task-clock"]) > 0.15e9
 
 
-def test_per_thread_stops_when_process_exits():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_per_thread_stops_when_process_exits(loop):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
-    mon = Monitor("task-clock", pid=proc.pid, interval_ms=2, duration=30)
+    mon = Monitor("task-clock", pid=proc.pid, interval_ms=2, duration=30, loop=loop)
     t = time.monotonic()
     _collect(mon)
     proc.wait()
@@ -181,10 +193,11 @@ def test_cli_offline_cpu(tmp_path, capsys):
     assert "4096" in capsys.readouterr().err
 
 
-def test_stop_from_another_thread():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_stop_from_another_thread(loop):
     import threading
 
-    mon = Monitor("task-clock", interval_ms=10, context=False)
+    mon = Monitor("task-clock", interval_ms=10, context=False, loop=loop)
     threading.Timer(0.3, mon.stop).start()
     out = _collect(mon)
     # stopped after ~30 intervals, and the last partial chunk was delivered

@@ -170,6 +170,19 @@ def test_context_sampler_fixture(dvfs, sysfs):
     assert s.governors == ["powersave", "powersave"]
     assert "temp_x86_pkg_temp_c" in s.machine_columns and "energy_package_0_j" in s.machine_columns
     assert set(machine) == set(s.machine_columns)
+    assert not s.util_only  # frequencies and sensors change between /proc/stat samples
+    s.close()
+
+
+def test_context_sampler_util_only_repeats_itself_between_util_samples(dvfs, tmp_path):
+    # a machine with /proc/stat and nothing else (a VM): a sample without
+    # utilization is the last one again, so the monitor may skip it
+    s = ctx.ContextSampler([0, 1], str(tmp_path), str(dvfs / "proc0"))
+    assert s.util_only
+    f1, u1, m1 = s.sample(util=True)
+    f2, u2, m2 = s.sample(util=False)
+    assert np.isnan(f1).all() and np.isnan(f2).all()
+    assert u2 is u1 and m1 == m2 == {}
     s.close()
 
 

@@ -290,3 +290,147 @@ def test_open_falls_back_without_exclude_guest(monkeypatch):
     with pytest.raises(InvalidAttrError):
         mm._open_with_fallback(abi.perf_event_attr(type=11, config=0, exclude_guest=1), -1, 0, None, "x")
     assert seen == [1, 0]
+
+
+# --------------------------------------------------------------------------- the sampling loop: Python and C
+
+
+def _run_loop(step, clock_readings, *, n=8, last=-1, ctx_every=0, ctx_mod=1, alive_every=0, stopped=False, interval=MS,
+              start=5_000_000_000, tolerance=100_000):
+    """Drive a loop step function over one chunk the way Monitor._sampler_loop
+    does, reading two pipes whose contents are known: the fills, the steps'
+    (i, k, flags) and the chunk."""
+    import os
+
+    pipes = [os.pipe(), os.pipe()]
+    sizes = [40, 24]  # a 2-event and a 0-event group: 3 + n u64 words each
+    rec = sum(sizes)
+    plan = [(pipes[0][0], 0, sizes[0]), (pipes[1][0], sizes[0], sizes[1])]
+    for g, (r, w) in enumerate(pipes):
+        data = b"".join(struct.pack("<Q", 1000 * g + j) for j in range(n * sizes[g] // 8))
+        os.write(w, data)
+    stop = bytearray([1 if stopped else 0])  # stop() was called: end after the first interval
+    ctx_state = np.array([0, ctx_mod], dtype=np.int64)
+    params = mm._LoopParams(start, interval, tolerance, last, ctx_every, ctx_state, alive_every, stop, None, None)
+    chunk = mm._make_chunk(plan, rec, n, views=True)
+    steps = []
+    i, k = 0, 1
+    try:
+        while i < n:
+            i, k, flags = step(chunk, plan, rec, i, n, k, params, clock_readings)
+            steps.append((i, k, flags))
+            if flags & mm._ENDED:
+                break
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+    chunk.ctx_crossings = int(ctx_state[0])
+    return steps, chunk
+
+
+def _python_step(chunk, plan, rec, i, n, k, params, readings):
+    it = readings.setdefault("it", iter(readings["values"]))
+    params.clock = lambda: next(it)
+    params.sleep_until = lambda deadline: readings.setdefault("sleeps", []).append(deadline)
+    return mm._loop_python(chunk, i, n, k, params)
+
+
+def _native_step(chunk, plan, rec, i, n, k, params, readings):
+    native = mm._native_loop()
+    buf = readings.setdefault("buf", np.array([0] + list(readings["values"]), dtype=np.int64))
+    p = params
+    flat = np.array(plan, dtype=np.int64).tobytes()
+    return native(flat, chunk.buf, rec, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, i, n, k, p.start,
+                  p.interval, p.tolerance, p.last, p.ctx_every, p.ctx_state, p.alive_every, p.stop, buf)
+
+
+T0 = 5_000_000_000
+#: clock readings: interval 1 early (sleeps: a second reading), 2 on time +30 µs,
+#: 3 late by 0.15 ms (flagged), 4 late by 3.5 intervals (3 deadlines skipped),
+#: then early twice (each sleeps), exactly on the tolerance (not late), on time ...
+READINGS = [T0 + 500_000, T0 + MS, T0 + 2 * MS + 30_000, T0 + 3 * MS + 150_000, T0 + 7 * MS + 500_000,
+            T0 + 7 * MS + 600_000, T0 + 8 * MS, T0 + 8 * MS + 100, T0 + 9 * MS, T0 + 10 * MS + 100_000]
+READINGS += [T0 + (11 + j) * MS + 10 for j in range(40)]
+
+needs_native = pytest.mark.skipif(mm._native_loop() is None, reason="pmuscope._native is not built (no C compiler)")
+
+
+def test_python_loop_on_a_fake_clock_and_pipes():
+    steps, chunk = _run_loop(_python_step, {"values": READINGS})
+    assert steps == [(8, 12, 0)]  # one step fills the chunk
+    assert chunk.deadline_idx.tolist() == [1, 2, 3, 4, 8, 9, 10, 11]
+    assert chunk.skipped.tolist() == [0, 0, 0, 3, 0, 0, 0, 0]
+    assert chunk.late.tolist() == [False, False, True, True, False, False, False, False]
+    assert chunk.ts.tolist()[:7] == [T0 + MS, T0 + 2 * MS + 30_000, T0 + 3 * MS + 150_000, T0 + 7 * MS + 500_000,
+                                      T0 + 8 * MS, T0 + 9 * MS, T0 + 10 * MS + 100_000]
+    # every interval's record holds the next read of each pipe, at its group's offset
+    words = np.frombuffer(chunk.buf, dtype=np.uint64).reshape(8, 8)
+    assert words[:, 0].tolist() == [5 * j for j in range(8)]
+    assert words[:, 5].tolist() == [1000 + 3 * j for j in range(8)]
+
+
+@needs_native
+@pytest.mark.parametrize("kw", [
+    {},
+    {"last": 6},  # the 3.5-interval stall reaches past the end: skipped only up to deadline 6
+    {"ctx_every": 2},
+    {"ctx_every": 3, "alive_every": 4},
+    {"ctx_every": 1, "ctx_mod": 3},  # a context sample at every third crossing only
+    {"stopped": True},
+    {"tolerance": 30_000, "ctx_every": 1},
+])
+def test_native_loop_fills_the_chunk_as_the_python_loop(kw):
+    py_steps, py_chunk = _run_loop(_python_step, {"values": READINGS}, **kw)
+    if kw.get("ctx_every") or kw.get("stopped") or kw.get("last"):
+        assert py_steps[0][2] != 0  # the step returned early, with a flag
+    c_steps, c_chunk = _run_loop(_native_step, {"values": READINGS}, **kw)
+    assert c_steps == py_steps
+    assert c_chunk.ctx_crossings == py_chunk.ctx_crossings
+    n = py_steps[-1][0]
+    assert bytes(c_chunk.buf) == bytes(py_chunk.buf)
+    for name in ("ts", "deadline_idx", "late", "skipped"):
+        assert getattr(c_chunk, name)[:n].tolist() == getattr(py_chunk, name)[:n].tolist(), name
+
+
+def test_python_loop_returns_at_every_ctx_mod_th_crossing():
+    steps, chunk = _run_loop(_python_step, {"values": READINGS}, ctx_every=1, ctx_mod=3)
+    # every interval crosses a multiple of 1; the 4th (a stall over deadlines 5-7) once
+    assert [s[0] for s in steps] == [3, 6, 8]
+    assert [s[2] for s in steps] == [mm._CTX_DUE, mm._CTX_DUE, 0]
+    assert chunk.ctx_crossings == 8
+
+
+@needs_native
+def test_native_loop_stops_where_the_python_loop_does_at_the_last_deadline():
+    steps, chunk = _run_loop(_native_step, {"values": READINGS}, last=6)
+    assert steps[-1][2] & mm._ENDED
+    assert chunk.deadline_idx[: steps[-1][0]].tolist() == [1, 2, 3, 4]
+    assert chunk.skipped[: steps[-1][0]].tolist() == [0, 0, 0, 2]
+
+
+@needs_native
+def test_native_loop_rejects_inconsistent_buffers_and_reports_read_errors():
+    native = mm._native_loop()
+    chunk = mm._make_chunk([(0, 0, 8)], 8, 2, views=False)
+    bad = np.array([(0, 4, 8)], dtype=np.int64).tobytes()  # reads past the record
+    state = np.array([0, 1], dtype=np.int64)
+    with pytest.raises(ValueError):
+        native(bad, chunk.buf, 8, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, 0, 2, 1, T0, MS, 0, -1, 0,
+               state, 0, bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
+    closed = np.array([(987654, 0, 8)], dtype=np.int64).tobytes()  # not an open fd
+    with pytest.raises(OSError):
+        native(closed, chunk.buf, 8, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped, 0, 2, 1, T0, MS, 0, -1,
+               0, state, 0, bytearray(1), np.array([0, T0 + MS], dtype=np.int64))
+
+
+def test_loop_selection(monkeypatch, data_dir):
+    d = data_dir / "dvfs"
+    kw = dict(cpus=[0], interval_ms=1, sysfs=str(d / "sys"), procfs=str(d / "proc0"))
+    assert mm.Monitor("task-clock", loop="python", **kw).loop == "python"
+    with pytest.raises(PmuscopeError, match="loop="):
+        mm.Monitor("task-clock", loop="fast", **kw)
+    monkeypatch.setattr(mm, "_native_loop", lambda: None)
+    assert mm.Monitor("task-clock", **kw).loop == "python"
+    with pytest.raises(PmuscopeError, match="not built"):
+        mm.Monitor("task-clock", loop="native", **kw)

@@ -600,6 +600,13 @@ class ContextSampler:
         return cols
 
     @property
+    def util_only(self) -> bool:
+        """Whether /proc/stat is the only source that changes between samples
+        (no cpufreq file, no thermal, hwmon or powercap sensor): then a sample
+        without utilization returns what the last one did."""
+        return (self.freq is None or not self.freq.available) and not self.machine_columns
+
+    @property
     def governors(self) -> list[str]:
         return self.freq.governors if self.freq is not None else [""] * len(self.cpus)
 

@@ -11,10 +11,18 @@ every CPU:
   that missed whole deadlines skips them (counted in ``skipped``) and the row
   covers the longer interval — its ``interval_ms`` says so.
 - **One read per group, straight into a chunk buffer.** Each (CPU|thread,
-  group) is read with ``readv`` of ``PERF_FORMAT_GROUP |
+  group) is read with ``read`` of ``PERF_FORMAT_GROUP |
   TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`` into a preallocated buffer;
   deltas, scaling and context columns are computed with numpy once per
   chunk, off the sampling thread.
+- **The loop in C where built.** ``_native.monitor_loop`` sleeps and reads
+  interval after interval without the GIL and returns to Python only for a
+  context sample, the end of a chunk or of the run, or a look at the
+  monitored process; the Python loop (:func:`_loop_python`) is the
+  reference, chosen with ``loop="python"`` or ``PMUSCOPE_NATIVE_MONITOR=0``,
+  and fills the same chunks (tested on a fake clock). What remains per
+  interval is the kernel's: a timer wake-up and a read per group (reading
+  another CPU's counters is an IPI to it).
 - **Context at its own period.** cpufreq, thermal, hwmon and powercap are
   read every ``context_ms`` (default: the interval, at least 10 ms;
   ``scaling_cur_freq`` is refreshed by the governor every few ms) and
@@ -41,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -303,6 +312,10 @@ class _Slot:
 
 @dataclass
 class _Chunk:
+    """A chunk of intervals as the sampling thread fills it: the raw group
+    reads (``buf``, one record of ``rec`` bytes per interval) and per
+    interval its time, deadline number, late flag and skipped deadlines."""
+
     buf: bytearray
     views: list = field(default_factory=list)
     ts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -311,6 +324,100 @@ class _Chunk:
     skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     n: int = 0
     ctx: list = field(default_factory=list)  # (interval index, freq, util, machine)
+
+
+#: ``PMUSCOPE_NATIVE_MONITOR=0`` selects the Python sampling loop (the
+#: reference) even where ``pmuscope._native.monitor_loop`` is built
+NATIVE_MONITOR = os.environ.get("PMUSCOPE_NATIVE_MONITOR", "1") != "0"
+
+#: flags of one loop step: a context sample is due for the last row; the run
+#: ended (last deadline passed or stop asked); time to see if the process lives
+_CTX_DUE, _ENDED, _ALIVE_DUE = 1, 2, 4
+
+
+def _native_loop():
+    """``pmuscope._native.monitor_loop`` when built, else None."""
+    try:
+        from .. import _native
+    except ImportError:
+        return None
+    return getattr(_native, "monitor_loop", None)
+
+
+@dataclass
+class _LoopParams:
+    """What one step of the sampling loop needs besides the chunk."""
+
+    start: int
+    interval: int
+    tolerance: int
+    last: int  # the last deadline number, or -1: no end
+    ctx_every: int  # 0: no context
+    ctx_state: np.ndarray  # int64 [crossings of a ctx_every multiple so far, every how many is a sample]
+    alive_every: int  # 0: no process to watch
+    stop: bytearray  # stop[0] != 0: end after the current interval
+    clock: Callable[[], int]
+    sleep_until: Callable[[int], None]
+
+
+def _make_chunk(plan: Sequence[tuple[int, int, int]], rec: int, n: int, views: bool = True) -> _Chunk:
+    """A chunk of ``n`` intervals of ``rec`` bytes for the groups of ``plan``
+    ((fd, byte offset, size) each); ``views``: the Python loop's iovecs."""
+    chunk = _Chunk(bytearray(n * rec))
+    if views:
+        mv = memoryview(chunk.buf)
+        # one [memoryview] per (interval, group), built once per buffer: readv
+        # fills the chunk in place, no bytes object per read
+        chunk.views = [[(fd, [mv[i * rec + off : i * rec + off + size]]) for fd, off, size in plan] for i in range(n)]
+    chunk.ts = np.zeros(n, dtype=np.int64)
+    chunk.deadline_idx = np.zeros(n, dtype=np.int64)
+    chunk.late = np.zeros(n, dtype=bool)
+    chunk.skipped = np.zeros(n, dtype=np.int32)
+    return chunk
+
+
+def _loop_python(chunk: _Chunk, i: int, n: int, k: int, p: _LoopParams) -> tuple[int, int, int]:
+    """The sampling loop's reference implementation: from slot ``i`` of
+    ``chunk`` (``n`` slots) and deadline number ``k``, sleep to each deadline,
+    read every group into the chunk, and return ``(i, k, flags)`` once the
+    chunk is full or a flag is up (``_native.monitor_loop`` does the same in C,
+    without the GIL)."""
+    start, interval, tolerance, last = p.start, p.interval, p.tolerance, p.last
+    ctx_every, ctx_state, alive_every, stop = p.ctx_every, p.ctx_state, p.alive_every, p.stop
+    clock, sleep_until = p.clock, p.sleep_until
+    readv = os.readv
+    views = chunk.views
+    ts, idx, late, skipped = chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped
+    flags = 0
+    while i < n:
+        deadline = start + k * interval
+        now = clock()
+        if now < deadline:
+            sleep_until(deadline)
+            now = clock()
+        for fd, target in views[i]:
+            readv(fd, target)
+        lateness = now - deadline
+        skip = lateness // interval if lateness >= interval else 0
+        if last > 0 and k + skip > last:
+            skip = last - k  # deadlines past the run's end are not skipped, they do not exist
+        ts[i] = now
+        idx[i] = k
+        late[i] = lateness > tolerance
+        skipped[i] = skip
+        i += 1
+        if ctx_every and k // ctx_every != (k - 1 - skip) // ctx_every:
+            ctx_state[0] += 1
+            if ctx_state[0] % ctx_state[1] == 0:
+                flags |= _CTX_DUE
+        k += 1 + skip
+        if (last > 0 and k > last) or stop[0]:
+            flags |= _ENDED
+        if alive_every and k % alive_every == 0:
+            flags |= _ALIVE_DUE
+        if flags:
+            break
+    return i, k, flags
 
 
 class Monitor:
@@ -324,7 +431,9 @@ class Monitor:
     the thread that created them. ``interval_ms`` may be fractional
     (≥ 0.1). The run ends after ``duration`` seconds or ``count`` interval
     deadlines (a row that spans skipped deadlines counts them all), at
-    :meth:`stop`, or when the monitored process exits.
+    :meth:`stop`, or when the monitored process exits. ``loop``: the
+    sampling loop, ``"native"`` (C, the default where built) or
+    ``"python"`` (the reference); :attr:`loop` says which one runs.
     """
 
     def __init__(
@@ -347,6 +456,7 @@ class Monitor:
         chunk_intervals: int | None = None,
         sysfs: str = "/sys",
         procfs: str = "/proc",
+        loop: str | None = None,
     ) -> None:
         if interval_ms < 0.1:
             raise PmuscopeError(f"interval {interval_ms} ms is too short: the minimum is 0.1 ms (-I 1 is 1 ms)")
@@ -403,7 +513,16 @@ class Monitor:
         if chunk_intervals is None:
             chunk_intervals = int(min(4096, max(1, round(250.0 / interval_ms))))
         self.chunk_intervals = chunk_intervals
+        if loop not in (None, "native", "python"):
+            raise PmuscopeError(f"loop={loop!r}: choose 'native', 'python' or None (native when built)")
+        native = _native_loop() if loop != "python" and (loop == "native" or NATIVE_MONITOR) else None
+        if loop == "native" and native is None:
+            raise PmuscopeError("loop='native' needs pmuscope._native.monitor_loop, which is not built here")
+        self._native_loop = native
+        #: the sampling loop in use: "native" (C, no GIL) or "python"
+        self.loop = "native" if native is not None else "python"
         self.stats = MonitorStats()
+        self._stop_flag = bytearray(1)  # the native loop's view of stop()
         self._slots: list[_Slot] = []
         self._opened = False
         self._stop = threading.Event()
@@ -535,6 +654,7 @@ class Monitor:
 
     def stop(self) -> None:
         """Ask the sampling thread to end after the current interval."""
+        self._stop_flag[0] = 1
         self._stop.set()
 
     def __enter__(self) -> "Monitor":
@@ -545,15 +665,8 @@ class Monitor:
 
     # -- the sampling thread
     def _new_chunk(self) -> _Chunk:
-        n = self.chunk_intervals
-        rec = self._rec_words * 8
-        chunk = _Chunk(bytearray(n * rec))
-        mv = memoryview(chunk.buf)
         plan = [(s.fd.fd, s.offset * 8, s.nwords * 8) for s in self._slots]
-        # one [memoryview] per (interval, group), built once per buffer: readv
-        # fills the chunk in place, no bytes object per read
-        chunk.views = [[(fd, [mv[i * rec + off : i * rec + off + size]]) for fd, off, size in plan] for i in range(n)]
-        return chunk
+        return _make_chunk(plan, self._rec_words * 8, self.chunk_intervals, views=self._native_loop is None)
 
     def _read_baseline(self) -> np.ndarray:
         buf = bytearray(self._rec_words * 8)
@@ -581,6 +694,12 @@ class Monitor:
 
     def _sampler(self) -> None:
         try:
+            # Ctrl-C and SIGTERM go to the main thread, whose handlers stop
+            # the run: not to this one, sleeping in C without the GIL
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        except (AttributeError, OSError, ValueError):  # pragma: no cover
+            pass
+        try:
             self._sampler_loop()
         except BaseException as err:  # surfaced in the consumer
             self._error = err
@@ -588,9 +707,10 @@ class Monitor:
             self._queue.put(None)
 
     def _sampler_loop(self) -> None:
-        # The hot loop: kept to a readv per group plus list appends per
-        # interval; the IntervalScheduler logic is inlined (same arithmetic)
-        # to save a method call and an object per tick.
+        # The hot loop is a step function (_loop_python, or the C loop that
+        # releases the GIL) that sleeps and reads until the chunk is full or
+        # Python has something to do: a context sample, the end, a look at
+        # the monitored process.
         set_timer_slack(1000)
         self._set_realtime()
         cpu0 = time.thread_time()
@@ -601,19 +721,32 @@ class Monitor:
         # computes itself (CPython Modules/timemodule.c pysleep), a C call
         # cheaper than ctypes; 3.10's sleep is select() with a relative timeout
         clock = time.monotonic_ns if sys.platform.startswith("linux") else monotonic_ns
-        sleep_until = make_sleep_until()
-        sleep = time.sleep if sys.version_info >= (3, 11) else None
-        readv = os.readv
+        if sys.version_info >= (3, 11):
+            sleep = time.sleep
+
+            def sleep_until(deadline: int) -> None:
+                now = clock()
+                if now < deadline:
+                    sleep((deadline - now) * 1e-9)
+        else:
+            sleep_until = make_sleep_until()
         stop = self._stop
         # the run covers deadlines 1..last: a skipped deadline does not extend it
         last = self.count if self.count is not None else -1
         ctx_every = self.context_every if self.context else 0
         util_every = self.util_every
-        n_ctx = 0
+        # [context crossings so far, every how many is sampled]: with nothing
+        # to read between /proc/stat samples (no cpufreq, sensors or energy:
+        # a VM) only those are sampled; the rows between them get the same
+        # values either way (NaN frequency, the last utilization)
+        ctx_state = np.array([0, util_every if self.context and self._ctx.util_only else 1], dtype=np.int64)
         pid_stat = os.path.join(self.procfs, str(self.pid), "stat") if self.per_thread else None
-        alive_every = max(1, int(100_000_000 // interval))  # look for the process' exit every ~100 ms
+        alive_every = max(1, int(100_000_000 // interval)) if pid_stat is not None else 0  # ~100 ms
         chunk_n = self.chunk_intervals
         spare = self._new_chunk()  # allocated before the clock starts
+        rec = self._rec_words * 8
+        native = self._native_loop
+        plan = np.array([(s.fd.fd, s.offset * 8, s.nwords * 8) for s in self._slots], dtype=np.int64).tobytes()
         if self.context:
             self._ctx.sample()  # type: ignore[union-attr]  # prime /proc/stat and energy deltas
             last_ctx = self._sample_context()
@@ -621,6 +754,8 @@ class Monitor:
             last_ctx = None
         self.wall_start = time.time()
         start = self.start_ns = monotonic_ns()
+        params = _LoopParams(start, interval, tolerance, last, ctx_every, ctx_state, alive_every, self._stop_flag, clock,
+                             sleep_until)
         self._queue.put((self._read_baseline(), start, last_ctx))
         k = 1
         while not stop.is_set():
@@ -628,42 +763,24 @@ class Monitor:
                 chunk, spare = spare, None
             else:
                 chunk = self._free.get_nowait() if not self._free.empty() else self._new_chunk()
-            views = chunk.views
-            ts, idx, late, skipped, ctx = [], [], [], [], []
+            ctx = []
             i = 0
             while i < chunk_n:
-                deadline = start + k * interval
-                now = clock()
-                if now < deadline:
-                    if sleep is not None:
-                        sleep((deadline - now) * 1e-9)
-                    else:
-                        sleep_until(deadline)
-                    now = clock()
-                for fd, target in views[i]:
-                    readv(fd, target)
-                lateness = now - deadline
-                skip = lateness // interval if lateness >= interval else 0
-                if last > 0 and k + skip > last:
-                    skip = last - k  # deadlines past the run's end are not skipped, they do not exist
-                ts.append(now)
-                idx.append(k)
-                late.append(lateness > tolerance)
-                skipped.append(skip)
-                i += 1
-                if ctx_every and k // ctx_every != (k - 1 - skip) // ctx_every:
-                    n_ctx += 1
-                    ctx.append((i - 1, *self._sample_context(n_ctx % util_every == 0)))
-                k += 1 + skip
-                if (last > 0 and k > last) or stop.is_set():
+                if native is not None:
+                    i, k, flags = native(plan, chunk.buf, rec, chunk.ts, chunk.deadline_idx, chunk.late, chunk.skipped,
+                                         i, chunk_n, k, start, interval, tolerance, last, ctx_every, ctx_state,
+                                         alive_every, self._stop_flag)
+                else:
+                    i, k, flags = _loop_python(chunk, i, chunk_n, k, params)
+                if flags & _CTX_DUE:
+                    ctx.append((i - 1, *self._sample_context(int(ctx_state[0]) % util_every == 0)))
+                if flags & _ENDED or stop.is_set():
                     stop.set()
                     break
-                if pid_stat is not None and k % alive_every == 0 and not _process_alive(pid_stat):
+                if flags & _ALIVE_DUE and not _process_alive(pid_stat):
                     stop.set()
                     break
             chunk.n = i
-            chunk.ts, chunk.deadline_idx = np.array(ts, dtype=np.int64), np.array(idx, dtype=np.int64)
-            chunk.late, chunk.skipped = np.array(late, dtype=bool), np.array(skipped, dtype=np.int32)
             chunk.ctx = ctx
             self._queue.put(chunk)
         self.stats.sampler_cpu_s = time.thread_time() - cpu0
@@ -684,6 +801,7 @@ class Monitor:
             for slot in self._slots:
                 slot.fd.enable(group=True)
             self._stop.clear()
+            self._stop_flag[0] = 0
             self._thread = threading.Thread(target=self._sampler, name="pmuscope-monitor", daemon=True)
             self._thread.start()
             # the sampling thread starts the schedule once it is ready, and
@@ -701,18 +819,18 @@ class Monitor:
                 if chunk.n == 0:
                     continue
                 batch, prev_raw, prev_ts, last_ctx = self._build_batch(chunk, prev_raw, prev_ts, last_ctx)
-                if self._free.qsize() < 4:
-                    self._free.put(chunk)  # its data were copied out
                 self.stats.intervals += chunk.n
                 self.stats.late += int(chunk.late[: chunk.n].sum())
                 self.stats.skipped += int(chunk.skipped[: chunk.n].sum())
                 self.stats.rows += len(batch["timestamp"])
+                if self._free.qsize() < 4:
+                    self._free.put(chunk)  # its data were copied out
                 self.stats.elapsed_s = (prev_ts - self.start_ns) / 1e9
                 yield batch
             if self._error is not None:
                 raise self._error
         finally:
-            self._stop.set()
+            self.stop()
             if self._thread is not None:
                 # drain so a blocked put() can finish
                 while self._thread.is_alive():
