@@ -46,12 +46,16 @@ def test_rows_per_interval_and_cpu(loop):
     assert st.intervals + st.skipped == 20
     assert len(out["timestamp"]) == st.intervals * NCPU
     assert out["cpu"][:NCPU].tolist() == online_cpus()
-    # a CPU cannot run more task-clock than wall time: each row's task-clock
-    # is at most its interval (1% for the kernel's accounting at the edges)
-    assert (out["task-clock"] <= out["interval_ms"] * 1e6 * 1.01 + 20_000).all()
-    # and the counters were enabled all along
+    # a CPU cannot run more task-clock than the counter was enabled: each row's task-clock is at most its
+    # time_enabled (1% for the kernel's accounting at the edges). The row's interval is measured by the clock
+    # read just before the counters, so a reader held up between the two (a loaded machine) shifts
+    # counts between rows; the enabled time moves with them
+    assert (out["task-clock"] <= out["time_enabled"] * 1.01 + 20_000).all()
+    # and the counters were enabled all along: per CPU, enabled time adds up to the rows' intervals
     assert (out["time_enabled"] > 0).all()
-    assert np.allclose(out["time_enabled"], out["interval_ms"] * 1e6, rtol=0.2, atol=300_000)
+    for c in range(NCPU):
+        assert out["time_enabled"][c::NCPU].sum() == pytest.approx(out["interval_ms"][c::NCPU].sum() * 1e6,
+                                                                   rel=0.05, abs=5_000_000)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
