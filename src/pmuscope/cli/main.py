@@ -16,7 +16,7 @@ import sys
 import warnings
 from typing import Sequence
 
-from .. import __version__
+from .. import __version__, _lazy
 from ..errors import PmuscopeError
 
 #: command name -> module under pmuscope.cli (in the order `--help` lists them)
@@ -85,28 +85,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 #: environment variables that size OpenBLAS's thread pool (any one set by the user wins)
-_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+_BLAS_THREADS = _lazy.BLAS_THREADS
 
 
 def import_numpy() -> None:
     """Import numpy with OpenBLAS's thread pool at one thread, unless the
-    user sized it.
-
-    why: importing numpy loads OpenBLAS, which starts a thread per CPU that
-    busy-waits for work before sleeping; pmuscope never calls BLAS. On a
-    loaded 2-CPU machine that made ``import numpy`` take 130 ms instead of
-    75 ms (median of 30), and the spinning thread competed with the command
-    for a CPU. OpenBLAS reads the variable once, when the library is loaded,
-    so it is removed again right after: processes pmuscope starts later do
-    not inherit it.
-    """
-    if "numpy" in sys.modules or any(v in os.environ for v in _BLAS_THREADS):
-        return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    try:
-        import numpy  # noqa: F401
-    finally:
-        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    user sized it (see :func:`pmuscope._lazy.numpy`)."""
+    _lazy.numpy(one_blas_thread=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # read perf.data like perf: damaged optional metadata is a warning
     _policy.STRICT_READS = False
+    # numpy, when a command gets to it later, comes without OpenBLAS's thread pool
+    _lazy.ONE_BLAS_THREAD = True
     old_show = warnings.showwarning
     warnings.showwarning = _warning_printer(args.command)
     try:
@@ -154,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         warnings.showwarning = old_show
         _policy.STRICT_READS = True
+        _lazy.ONE_BLAS_THREAD = False
 
 
 def _warning_printer(command: str):

@@ -3,7 +3,7 @@ session (``create_perf_stat_counter`` in tools/perf/builtin-stat.c)."""
 
 from __future__ import annotations
 
-import platform
+import os
 
 from ..errors import PmuscopeError
 from ..kernel.abi import PerfBranchSample, PerfFormat, PerfSample, perf_event_attr
@@ -87,7 +87,7 @@ def apply_callchain(attr: perf_event_attr, mode: str, *, tracking: bool = False,
         raise PmuscopeError(f"unknown call-graph mode {mode!r}: use fp, dwarf[,size], lbr or no")
     attr.sample_type |= PerfSample.CALLCHAIN
     if kind == "dwarf":
-        machine = machine or platform.machine()
+        machine = machine or os.uname().machine  # platform.machine()
         if machine not in DWARF_REGS_MASK:
             raise PmuscopeError(f"call-graph=dwarf: user register set for {machine} is not known; use fp")
         stack = int(size, 0) if size else DEFAULT_DWARF_STACK

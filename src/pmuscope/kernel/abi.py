@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import platform
+import os
 
 c_u8 = ctypes.c_uint8
 c_u16 = ctypes.c_uint16
@@ -401,7 +401,7 @@ def _ioc_layout(machine: str) -> tuple[int, int, int, int, int]:
     return 0, 1, 2, 14, 30
 
 
-_IOC_NONE, _IOC_WRITE, _IOC_READ, _IOC_SIZEBITS, _IOC_DIRSHIFT = _ioc_layout(platform.machine())
+_IOC_NONE, _IOC_WRITE, _IOC_READ, _IOC_SIZEBITS, _IOC_DIRSHIFT = _ioc_layout(os.uname().machine)  # platform.machine(), without importing platform
 
 
 def _IOC(direction: int, typ: int, nr: int, size: int) -> int:

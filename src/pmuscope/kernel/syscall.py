@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 from typing import Callable
 
@@ -37,7 +36,7 @@ SYSCALL_NUMBERS: dict[str, int] = {
 
 
 def syscall_number(machine: str | None = None) -> int:
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine  # platform.machine()
     try:
         return SYSCALL_NUMBERS[machine]
     except KeyError:
@@ -54,7 +53,7 @@ _ioctl = _libc.ioctl
 _ioctl.restype = ctypes.c_int
 _ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 
-_NR = SYSCALL_NUMBERS.get(platform.machine(), -1)
+_NR = SYSCALL_NUMBERS.get(os.uname().machine, -1)
 
 #: hook for tests: a callable with the signature of :func:`raw_perf_event_open`
 #: that stands in for the kernel (a FakeKernel)
