@@ -27,8 +27,11 @@ from ..kernel.abi import (
     PERF_TYPE_BREAKPOINT,
     PERF_TYPE_HW_CACHE,
     PERF_TYPE_RAW,
+    PERF_SAMPLE_CPU,
+    PERF_SAMPLE_PERIOD,
+    PERF_SAMPLE_RAW,
+    PERF_SAMPLE_TIME,
     PERF_TYPE_TRACEPOINT,
-    PerfSample,
     perf_event_attr,
 )
 from . import generic, tracepoints
@@ -342,7 +345,7 @@ class _Parser:
             spec = self.new_spec(f"{sys_}:{ev}", "tracepoint", type=PERF_TYPE_TRACEPOINT, config=tid)
             # perf's evsel__newtp: tracepoints sample every hit with raw data
             spec.attr.sample_period = 1
-            spec.attr.sample_type = PerfSample.RAW | PerfSample.TIME | PerfSample.CPU | PerfSample.PERIOD
+            spec.attr.sample_type = PERF_SAMPLE_RAW | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD
             spec.extra["tracepoint"] = (sys_, ev)
             out.append(spec)
         return out

@@ -461,7 +461,7 @@ def _software_event_opens() -> bool:
     """True when a task-clock counter on this thread opens: perf_event_open
     itself is allowed (no seccomp filter or LSM blocking the call)."""
     try:
-        os.close(raw_perf_event_open(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.TASK_CLOCK,
+        os.close(raw_perf_event_open(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PERF_COUNT_SW_TASK_CLOCK,
                                                          disabled=1, exclude_kernel=1, exclude_hv=1),
                                      0, -1, -1, abi.PERF_FLAG_FD_CLOEXEC))
         return True
@@ -732,7 +732,8 @@ _PROBE_FIELDS = (
     "clockid",
 )
 
-_MASK_FIELDS = {"read_format": abi.PerfFormat, "sample_type": abi.PerfSample, "branch_sample_type": abi.PerfBranchSample}
+#: attr field -> the abi enum naming its bits (looked up when probing: the enum classes are built on first use)
+_MASK_FIELDS = {"read_format": "PerfFormat", "sample_type": "PerfSample", "branch_sample_type": "PerfBranchSample"}
 
 
 def _try(trial: abi.perf_event_attr, pid: int, cpu: int, group_fd: int, flags: int) -> bool:
@@ -757,7 +758,7 @@ def probe_invalid_field(attr: abi.perf_event_attr, pid: int, cpu: int, group_fd:
         if not value:
             continue
         if name in _MASK_FIELDS:
-            enum_cls = _MASK_FIELDS[name]
+            enum_cls = getattr(abi, _MASK_FIELDS[name])
             bit = 1
             while bit <= value:
                 if value & bit:
