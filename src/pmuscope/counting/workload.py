@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import struct
 from typing import Sequence
 
@@ -39,6 +38,8 @@ class Workload:
             try:
                 os.close(cork_w)
                 os.close(err_r)
+                import signal  # here, not at the top: the module builds enums, which `stat` need not pay for
+
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 if os.read(cork_r, 1) != b"g":
                     os._exit(127)  # cancelled: the parent closed the cork

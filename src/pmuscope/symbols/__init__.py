@@ -16,10 +16,13 @@ perf does, fast.
 
 from pmuscope._lazy import lazy_exports
 
-#: imported on first use (PEP 562): a report of a file without JIT code needs
-#: neither the jitdump reader nor the demangler's tables
+# not lazy: the submodule has the name of its function, and a lazy import of
+# the module would leave the module, not the function, as ``symbols.demangle``
+from .demangle import cxa_demangle_available, demangle, demangle_cxx, demangle_rust
+
+#: imported on first use (PEP 562): e.g. a user of ``SymbolTable`` does not
+#: need the symbolizer, and a decoder does not need the ELF reader
 _LAZY = {
-    **{name: ".demangle" for name in ("cxa_demangle_available", "demangle", "demangle_cxx", "demangle_rust")},
     **{name: ".dso" for name in ("DsoCache", "ElfDso", "debug_file_candidates", "load_elf_dso", "shared_cache")},
     **{name: ".elf" for name in ("ElfFile", "RawSymbols", "Section", "Segment")},
     **{name: ".kernel" for name in ("KERNEL_DSO", "KernelSymbols", "ModuleRange", "parse_modules")},
