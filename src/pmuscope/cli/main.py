@@ -79,7 +79,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail; -vv shows tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, mod in _available_commands(only).items():
-        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
+        # argparse %-formats help strings (`95% CI` made `pmuscope --help` fail): a literal % is %%
+        p = sub.add_parser(name, help=mod.HELP.replace("%", "%%"), description=getattr(mod, "DESCRIPTION", mod.HELP))
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         mod.configure(p)
         p.set_defaults(_run=mod.run, _numpy=getattr(mod, "USES_NUMPY", False),
