@@ -27,7 +27,11 @@ runs per module): the top-level imports and the modules with the most
 self time; then the targets (issue 14): stat <= 4x perf stat, report and
 script on the tiny file <= 5x perf's.
 
-    python benchmarks/bench_startup.py [--rounds N] [--keep DIR]
+``--compare SRC`` also times the pmuscope under SRC (another checkout's
+``src``, e.g. the main branch's) in the same rounds, each command beside
+this tree's, and prints this tree's time over SRC's.
+
+    python benchmarks/bench_startup.py [--rounds N] [--keep DIR] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds (best and median over them)")
     ap.add_argument("--keep", metavar="DIR", help="write the tiny recording and the bytecode cache here and keep them")
+    ap.add_argument("--compare", metavar="SRC", help="also time the pmuscope package under SRC (another checkout's src)")
     args = ap.parse_args()
     perf = shutil.which("perf")
     if not perf:
@@ -164,6 +169,18 @@ def main() -> int:
             ref = f"perf {cmd} {fname}"
             cases.append((ref, [perf, cmd] + extra + ["-i", path], env, None))
             cases.append((f"pmuscope {cmd} {fname}", pm + [cmd] + extra + ["-i", path], env, ref))
+    if args.compare:
+        # the other tree first on the path; its own bytecode cache (same paths would not collide, but be explicit)
+        env_c = dict(env)
+        env_c["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.abspath(args.compare), env.get("PYTHONPATH")) if p)
+        if "PYTHONPYCACHEPREFIX" in env:
+            env_c["PYTHONPYCACHEPREFIX"] = env["PYTHONPYCACHEPREFIX"] + "-compare"
+        with_c = []
+        for case in cases:
+            with_c.append(case)
+            if case[0].startswith("pmuscope") and "python3 -S" not in case[0]:
+                with_c.append((case[0] + " [compare]", case[1], env_c, case[3]))  # the same entry, the other tree
+        cases = with_c
     print(f"pmuscope runs as: {' '.join(pm)}" + (f" (bytecode cache {env['PYTHONPYCACHEPREFIX']})"
                                                    if "PYTHONPYCACHEPREFIX" in env else ""))
     print(f"files: tiny {n_tiny} samples ({tiny}), perf-g-small {n_small} samples; load average "
@@ -184,6 +201,14 @@ def main() -> int:
         vs = f"{best[name] / best[ref]:11.2f}x {med[name] / med[ref]:6.2f}x" if ref else f"{'':12} {'':7}"
         print(f"{name:34} {best[name] * 1e3:8.1f} {med[name] * 1e3:8.1f} | {vs} | "
               f"{best[name] / best[base]:9.2f}x")
+
+    if args.compare:
+        print(f"\nthis tree's time over {args.compare}'s, best and median:")
+        for name, *_ in cases:
+            if name.endswith(" [compare]"):
+                mine = name[: -len(" [compare]")]
+                print(f"  {mine:32} {best[mine] / best[name]:5.2f}x {med[mine] / med[name]:5.2f}x  "
+                      f"({best[name] * 1e3:.1f} -> {best[mine] * 1e3:.1f} ms best)")
 
     print_imports("imports of pmuscope stat -e task-clock -- true",
                   [py, "-m", "pmuscope"] + stat, env)
