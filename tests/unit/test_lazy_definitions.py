@@ -109,3 +109,28 @@ def test_lazy_package_exports_resolve(package, name):
     kind, same, listed = out.stdout.split()
     assert same == listed == "True"
     assert (kind == "module") == (name == "pprof")  # symbols.demangle: the function, not its submodule
+
+
+def test_counting_value_classes_are_immutable_compare_by_value_and_copy():
+    import copy
+
+    from pmuscope.counting.metrics import METRICS, Metric, MetricValue
+    from pmuscope.counting.results import Layout
+
+    lay = Layout(names=("cycles:u", "b"), units=("", ""), scales=(1.0, 1.0), supported=(True, True),
+                 errors=(None, None), cpus=(-1,), threads=(7,), units_plan=((True, (0, 1), 0, 0),))
+    assert lay.index == {"cycles:u": 0, "b": 1, "cycles": 0}
+    assert lay == Layout(*[getattr(lay, f) for f in ("names", "units", "scales", "supported", "errors", "cpus",
+                                                     "threads", "units_plan")])
+    assert hash(lay) == hash(copy.copy(lay)) and pickle.loads(pickle.dumps(lay)).index == lay.index
+    assert repr(lay).startswith("Layout(names=('cycles:u', 'b'), units=('', ''), ") and "system_wide=False)" in repr(lay)
+    with pytest.raises(AttributeError):
+        lay.names = ()
+    m = METRICS[0]
+    assert m.inputs == ("task-clock", "duration_time")
+    assert m == Metric(m.name, m.formula, m.unit, m.on) and hash(m) == hash(copy.deepcopy(m))
+    assert Metric("x", "a / b", "u", on="a", inputs=("z",)).inputs == ("z",)
+    with pytest.raises(AttributeError):
+        m.unit = "?"
+    mv = MetricValue(m, None, "no elapsed time")
+    assert pickle.loads(pickle.dumps(mv)) == mv and mv.scaled() == (None, "CPUs utilized")

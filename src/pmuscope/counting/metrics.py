@@ -85,6 +85,10 @@ class Metric(_Frozen):
             object.__setattr__(self, "_inputs", tuple(_names(self.formula)))
         return self._inputs
 
+    def __reduce__(self):  # copy and pickle through __init__ (attributes cannot be set)
+        return (self.__class__, (self.name, self.formula, self.unit, self.on, self.fmt, self.show, self.rate,
+                                 self._inputs or ()))
+
     def __repr__(self) -> str:
         return (f"Metric(name={self.name!r}, formula={self.formula!r}, unit={self.unit!r}, on={self.on!r}, "
                 f"fmt={self.fmt!r}, show={self.show!r}, rate={self.rate!r}, inputs={self.inputs!r})")
@@ -166,6 +170,9 @@ class MetricValue(_Frozen):
         object.__setattr__(self, "metric", metric)
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "reason", reason)
+
+    def __reduce__(self):
+        return (self.__class__, (self.metric, self.value, self.reason))
 
     def __repr__(self) -> str:
         return f"MetricValue(metric={self.metric!r}, value={self.value!r}, reason={self.reason!r})"

@@ -150,6 +150,9 @@ class Layout:
     def __hash__(self) -> int:
         return hash(self._fields())
 
+    def __reduce__(self):  # copy and pickle through __init__ (which derives the rest)
+        return (self.__class__, self._fields())
+
     def __repr__(self) -> str:
         return "Layout(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _LAYOUT_FIELDS) + ")"
 
