@@ -106,12 +106,11 @@ _PERFSWID_MEMBERS = (
     ("CGROUP_SWITCHES", 11),
 )
 
-
-# --- enum perf_event_sample_format -------------------------------------------
-for _n, _v in _PERFSWID_MEMBERS:
+for _n, _v in _PERFSWID_MEMBERS:  # PERF_COUNT_SW_TASK_CLOCK ...
     globals()["PERF_COUNT_SW_" + _n] = _v
 
 
+# --- enum perf_event_sample_format -------------------------------------------
 #: PerfSample (IntFlag, created on first use): (member, value) in declaration order
 _PERFSAMPLE_MEMBERS = (
     ("IP", 1 << 0),
