@@ -4,11 +4,15 @@ A package lists ``{public name: relative module}``; the module is imported the
 first time the name is looked up, and the value is then cached in the
 package's globals so later lookups are plain dictionary hits. This keeps
 ``import pmuscope`` and every CLI command's start-up down to what it uses.
+
+:func:`numpy` is the import of numpy for modules that need it only on some
+paths (``import numpy`` is ~35-65 ms, more than a whole ``pmuscope stat``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -36,3 +40,40 @@ def lazy_exports(package: str, names: dict[str, str],
         return sorted(set(vars(sys.modules[package])) | set(names) | set(subs))
 
     return __getattr__, __dir__
+
+
+#: environment variables that size OpenBLAS's thread pool (any one set by the user wins)
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+#: set by the command line: import numpy with OpenBLAS at one thread
+ONE_BLAS_THREAD = False
+
+
+def numpy(one_blas_thread: bool | None = None):
+    """The numpy module, imported now if it is not yet.
+
+    With ``one_blas_thread`` (default: :data:`ONE_BLAS_THREAD`, which the
+    command line sets) and no pool size chosen by the user, OpenBLAS is
+    loaded with one thread. why: importing numpy loads OpenBLAS, which starts
+    a thread per CPU that busy-waits for work before sleeping; pmuscope never
+    calls BLAS. On a loaded 2-CPU machine that made ``import numpy`` take
+    130 ms instead of 75 ms (median of 30), and the spinning thread competed
+    with the command for a CPU. OpenBLAS reads the variable once, when the
+    library is loaded, so it is removed again right after: processes
+    pmuscope starts later do not inherit it.
+    """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        return np
+    if one_blas_thread is None:
+        one_blas_thread = ONE_BLAS_THREAD
+    if not one_blas_thread or any(v in os.environ for v in BLAS_THREADS):
+        import numpy as np
+
+        return np
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy as np
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+    return np

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from pmuscope.cli import main as cli_main
 
@@ -38,3 +41,141 @@ def test_file_reading_commands_ask_for_numpy_first():
     assert parser.parse_args(["report", "-i", "x.data"])._numpy is True
     parser = cli_main.build_parser("list")
     assert parser.parse_args(["list"])._numpy is False
+
+
+# -- what each command imports ---------------------------------------------------------------------------------
+
+IMPORTS_PROBE = ("import sys\n"
+                 "from pmuscope.cli.main import main\n"
+                 "try:\n"
+                 "    rc = main(sys.argv[1:])\n"
+                 "except SystemExit as e:\n"
+                 "    rc = e.code\n"
+                 "sys.stdout.flush()\n"
+                 "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'dataclasses'))\n"
+                 "print('RC', rc, 'HEAVY', ' '.join(heavy) or '-', file=sys.stderr)\n")
+
+
+def _imports_of(*argv: str) -> tuple[int, list[str], str, str]:
+    out = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *argv], capture_output=True, text=True, timeout=60)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("RC "), out.stderr
+    _, rc, _, heavy = last.split(" ", 3)
+    return int(rc), ([] if heavy == "-" else heavy.split()), out.stdout, out.stderr
+
+
+def test_stat_of_a_command_imports_neither_numpy_nor_dataclasses():
+    rc, heavy, _out, err = _imports_of("stat", "-x,", "-e", "task-clock", "--", "true")
+    assert heavy == []
+    if rc == 0:  # where perf_event_open is allowed: the count itself came out
+        assert ",msec,task-clock," in err
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["stat", "--help"], ["report", "--help"],
+                                  ["attr", "task-clock"], ["list", "sw"]])
+def test_commands_that_need_no_arrays_do_not_import_numpy(argv):
+    rc, heavy, out, _err = _imports_of(*argv)
+    assert "numpy" not in heavy
+    assert rc == 0 and out.strip()  # and they printed what they are for
+
+
+def test_every_subcommand_is_listed_by_help():
+    # a literal % in a command's one-line help (diff's "95% CI") made argparse's help formatting fail
+    rc, _heavy, out, _err = _imports_of("--help")
+    assert rc == 0
+    assert "95% CI" in out and all(name in out for name in cli_main.COMMANDS)
+
+
+def test_counts_of_many_read_units_still_aggregate_with_numpy():
+    # the plain-Python aggregation covers a few read units; more take the numpy path, imported then
+    probe = ("import sys\n"
+             "from pmuscope.counting.results import Counts, Layout\n"
+             "import struct\n"
+             "n = 20\n"
+             "lay = Layout(names=('a',), units=('',), scales=(1.0,), supported=(True,), errors=(None,),\n"
+             "             cpus=tuple(range(n)), threads=(-1,), units_plan=tuple((False, (0,), c, 0) for c in range(n)))\n"
+             "raws = [struct.pack('=4Q', 10 * c, 100, 50 if c % 2 else 100, c) for c in range(n)]\n"
+             "big = Counts(lay, raws, 1)['a']\n"
+                          "print('numpy' in sys.modules, big.value, big.time_enabled, big.time_running, big.scaled)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded, value, ena, run, scaled = out.stdout.split()
+    n = 20
+    assert loaded == "True"
+    assert int(value) == sum(10 * c for c in range(n)) and int(ena) == 100 * n
+    assert int(run) == sum(50 if c % 2 else 100 for c in range(n))
+    assert float(scaled) == sum(10 * c * (2 if c % 2 else 1) for c in range(n))
+
+
+# -- the end of a run: no interpreter teardown, the same bytes ----------------------------------------------------
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FILES = sorted(p for p in DATA.rglob("*.data") if p.stat().st_size > 1024 and "memory" not in p.parts)
+IN_PROCESS = ("import io, sys\n"
+              "from pmuscope.cli.main import main\n"
+              "rc = main(sys.argv[1:])\n"
+              "sys.stdout.flush()\n"
+              "sys.exit(rc)\n")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(cli_main.__file__).resolve().parents[2]),
+                                                    env.get("PYTHONPATH")] if p)
+    return env
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("argv", [["report", "--stdio"], ["report", "--json"], ["script"]], ids=" ".join)
+def test_the_entry_point_writes_the_same_bytes_as_main(path, argv):
+    """``python -m pmuscope`` ends report/script with os._exit after flushing:
+    its output must be byte for byte what main() writes in a process that
+    exits the usual way."""
+    cmd = [*argv, "--no-kernel-symbols", "-i", str(path)]
+    fast = subprocess.run([sys.executable, "-m", "pmuscope", *cmd], capture_output=True, timeout=120, env=_env())
+    slow = subprocess.run([sys.executable, "-c", IN_PROCESS, *cmd], capture_output=True, timeout=120, env=_env())
+    assert fast.returncode == slow.returncode
+    assert fast.stdout == slow.stdout
+    assert fast.stderr == slow.stderr
+    if fast.returncode == 0:
+        assert len(fast.stdout) > 100
+
+
+def test_the_entry_point_keeps_the_commands_exit_status():
+    env = _env()
+    ok = subprocess.run([sys.executable, "-m", "pmuscope", "stat", "-x,", "-e", "task-clock", "--", "true"],
+                        capture_output=True, text=True, timeout=60, env=env)
+    if ok.returncode != 0:
+        pytest.skip(f"perf_event_open not allowed here: {ok.stderr.strip()[-200:]}")
+    assert ",msec,task-clock," in ok.stderr
+    failed = subprocess.run([sys.executable, "-m", "pmuscope", "stat", "-x,", "-e", "task-clock", "--", "false"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert failed.returncode == 1 and ",msec,task-clock," in failed.stderr
+
+
+EXIT_PROBE = ("import atexit, sys, threading, time\n"
+              "from pmuscope.cli import main as m\n"
+              "atexit.register(lambda: print('exit handler ran', flush=True))\n"
+              "if sys.argv[1] == 'thread':\n"
+              "    def late():\n"
+              "        time.sleep(0.3)\n"
+              "        print('thread finished', flush=True)\n"
+              "    threading.Thread(target=late).start()\n"
+              "sys.stdout.write('buffered output')  # no newline, no flush: still in the buffer\n"
+              "m._exit_now(3)\n"
+              "print(' (the interpreter exits the usual way)')\n"
+              "sys.exit(3)\n")
+
+
+@pytest.mark.parametrize("case", ["plain", "thread"])
+def test_exit_now_flushes_runs_exit_handlers_and_waits_for_threads(case):
+    out = subprocess.run([sys.executable, "-c", EXIT_PROBE, case], capture_output=True, text=True, timeout=60,
+                         env=_env())
+    assert out.returncode == 3
+    assert out.stdout.startswith("buffered output")
+    assert "exit handler ran" in out.stdout
+    if case == "thread":
+        # a non-daemon thread still working: no fast exit, the interpreter waits for it as always
+        assert "(the interpreter exits the usual way)" in out.stdout and "thread finished" in out.stdout
+    else:
+        assert "(the interpreter exits the usual way)" not in out.stdout

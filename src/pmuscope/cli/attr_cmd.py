@@ -13,6 +13,8 @@ from ..events import parse_events, stat_defaults
 from ..events.attr_text import format_attr
 from ..kernel.abi import ATTR_FIELD_NAMES
 
+#: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
+FAST_EXIT = True
 HELP = "print the perf_event_attr an event string resolves to (perf stat defaults applied)"
 DESCRIPTION = (
     "Resolve EVENTS (perf -e syntax) and print each perf_event_attr field by its kernel name. "

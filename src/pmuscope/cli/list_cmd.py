@@ -16,6 +16,8 @@ from ..events.defaults import open_fallbacks
 from ..events.catalog import GROUPS, EventInfo, has_core_pmu, list_events
 from ..kernel import PerfEventFd
 
+#: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
+FAST_EXIT = True
 HELP = "list the events this machine offers (perf list), optionally probing each"
 DESCRIPTION = (
     "List hardware, software, cache, PMU, vendor-table and tracepoint events, grouped like perf list. "

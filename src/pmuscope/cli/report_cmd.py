@@ -8,6 +8,8 @@ import sys
 from .. import errors
 
 USES_NUMPY = True
+#: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
+FAST_EXIT = True
 HELP = ("overhead table and call graphs of a perf.data file like perf report (--sort, -g, filters, --json, "
         "--folded, --flamegraph)")
 DESCRIPTION = (

@@ -6,6 +6,8 @@ import argparse
 import sys
 
 USES_NUMPY = True
+#: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
+FAST_EXIT = True
 HELP = "samples of a perf.data file as text like perf script (-F fields, -G)"
 DESCRIPTION = (
     "Print every sample of a perf.data file like perf script: comm, tid, [cpu], time, period, "

@@ -21,7 +21,7 @@ DESCRIPTION = (
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from ..serve import DEFAULT_ADDRESS, DEFAULT_PORT
+    from ..serve.server import DEFAULT_ADDRESS, DEFAULT_PORT  # not ..serve: its collector imports numpy
 
     p.add_argument("-e", "--event", action="append", default=[], metavar="EVENTS",
                    help="event list (perf -e syntax); default: node_exporter's software set, plus its hardware set "

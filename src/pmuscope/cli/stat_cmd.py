@@ -12,6 +12,8 @@ import time
 
 from .. import errors
 
+#: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
+FAST_EXIT = True
 HELP = "count events like perf stat (table, CSV, JSON; interval, per-CPU/core/socket/node/thread)"
 DESCRIPTION = (
     "Run a command and count events while it runs (or attach to -p/-t, -a, -C, -G). "

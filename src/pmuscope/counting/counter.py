@@ -119,7 +119,7 @@ def cgroup_dir(name: str, mounts: str = "/proc/mounts") -> str:
 
 # --- evsels ------------------------------------------------------------------
 
-_CLOCK = {abi.PerfSwId.CPU_CLOCK, abi.PerfSwId.TASK_CLOCK}
+_CLOCK = {abi.PERF_COUNT_SW_CPU_CLOCK, abi.PERF_COUNT_SW_TASK_CLOCK}
 
 
 class Evsel:

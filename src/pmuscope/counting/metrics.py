@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import operator
-from dataclasses import dataclass, field
 from typing import Mapping
 
 _FUNCS = {"max": max, "min": min}
@@ -35,24 +34,64 @@ def _names(formula: str) -> list[str]:
     return out
 
 
+class _Frozen:
+    """Immutable value objects compared (and hashed) by ``_KEY`` fields, as
+    frozen dataclasses are; plain classes because creating a dataclass costs
+    ~0.3 ms at import and ``stat`` starts in tens of ms."""
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    formula: str
-    unit: str
-    on: str
-    #: printf-style format perf uses for the value
-    fmt: str = "%8.3f"
-    #: shown by `pmuscope stat` (False: Python API only)
-    show: bool = True
-    #: a ``/sec`` rate scaled to K/M/G like perf
-    rate: bool = False
-    inputs: tuple[str, ...] = field(default=(), compare=False)
+    __slots__ = ()
+    _KEY: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not self.inputs:
-            object.__setattr__(self, "inputs", tuple(_names(self.formula)))
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._KEY)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+class Metric(_Frozen):
+    """One derived metric: ``formula`` over event names, printed on the row of
+    event ``on`` (``"*"``: every event without a metric of its own).
+
+    ``fmt`` is the printf-style format perf uses for the value, ``show`` False
+    keeps it to the Python API (not printed by `pmuscope stat`), ``rate`` makes
+    it a ``/sec`` rate scaled to K/M/G like perf. ``inputs`` (the event names of
+    the formula) is derived from the formula when not given."""
+
+    __slots__ = ("name", "formula", "unit", "on", "fmt", "show", "rate", "_inputs")
+    _KEY = ("name", "formula", "unit", "on", "fmt", "show", "rate")  # not inputs: derived
+
+    def __init__(self, name: str, formula: str, unit: str, on: str, fmt: str = "%8.3f", show: bool = True,
+                 rate: bool = False, inputs: tuple[str, ...] = ()) -> None:
+        for k, v in (("name", name), ("formula", formula), ("unit", unit), ("on", on), ("fmt", fmt),
+                     ("show", show), ("rate", rate), ("_inputs", tuple(inputs) or None)):
+            object.__setattr__(self, k, v)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The formula's event names (``branch_misses`` → ``branch-misses``) and pseudo-inputs."""
+        if self._inputs is None:  # parsed on first use: not for every row of the table at import
+            object.__setattr__(self, "_inputs", tuple(_names(self.formula)))
+        return self._inputs
+
+    def __reduce__(self):  # copy and pickle through __init__ (attributes cannot be set)
+        return (self.__class__, (self.name, self.formula, self.unit, self.on, self.fmt, self.show, self.rate,
+                                 self._inputs or ()))
+
+    def __repr__(self) -> str:
+        return (f"Metric(name={self.name!r}, formula={self.formula!r}, unit={self.unit!r}, on={self.on!r}, "
+                f"fmt={self.fmt!r}, show={self.show!r}, rate={self.rate!r}, inputs={self.inputs!r})")
 
 
 METRICS: tuple[Metric, ...] = (
@@ -121,13 +160,22 @@ def _eval(node: ast.AST, env: Mapping[str, float | None]) -> float:
     raise ValueError(f"unsupported formula element {ast.unparse(node)!r}")
 
 
-@dataclass(frozen=True)
-class MetricValue:
+class MetricValue(_Frozen):
     """A derived metric: ``value`` None means absent, ``reason`` says why."""
 
-    metric: Metric
-    value: float | None
-    reason: str = ""
+    __slots__ = ("metric", "value", "reason")
+    _KEY = __slots__
+
+    def __init__(self, metric: Metric, value: float | None, reason: str = "") -> None:
+        object.__setattr__(self, "metric", metric)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "reason", reason)
+
+    def __reduce__(self):
+        return (self.__class__, (self.metric, self.value, self.reason))
+
+    def __repr__(self) -> str:
+        return f"MetricValue(metric={self.metric!r}, value={self.value!r}, reason={self.reason!r})"
 
     @property
     def name(self) -> str:

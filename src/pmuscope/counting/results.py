@@ -10,14 +10,17 @@ an aggregate is *not counted* only when every cell is.
 
 from __future__ import annotations
 
-import re
 import struct
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, NamedTuple, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence
 
 from .. import errors
+from .._lazy import numpy as _numpy
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported on first use: a command's few read units are scaled and
+# summed in plain Python (see Counts._small), so `stat` of a command never loads it
 
 VAL, ENA, RUN = 0, 1, 2
 
@@ -72,17 +75,31 @@ def _one_cell(meta: tuple, v: int, e: int, r: int) -> "EventCount":
 #: Python function with defaults (~3x the cost for ten fields)
 _tuple_new = tuple.__new__
 
-_MODIFIER_SUFFIX = re.compile(r":[ukhIGHpPSDWe]+$")
+_MODIFIER_CHARS = frozenset("ukhIGHpPSDWe")
 
 
 def base_name(name: str) -> str:
     """The event name without a perf modifier suffix (``cycles:u`` → ``cycles``)."""
-    return _MODIFIER_SUFFIX.sub("", name)
+    head, colon, mods = name.rpartition(":")
+    if colon and mods and _MODIFIER_CHARS.issuperset(mods):
+        return head
+    return name
 
 
-@dataclass(frozen=True, slots=True)  # slots: attribute reads on the read-then-look-up path cost a third
+#: Layout's fields, in order: compared, hashed and shown by repr
+_LAYOUT_FIELDS = ("names", "units", "scales", "supported", "errors", "cpus", "threads", "units_plan", "system_wide")
+
+
 class Layout:
-    """What a Counts needs from its session (fixed once the fds are open)."""
+    """What a Counts needs from its session (fixed once the fds are open).
+
+    Immutable, compared and hashed by its fields like a frozen dataclass (a
+    plain class: creating a dataclass costs ~0.3 ms of every start-up).
+    ``units_plan`` has per read unit ``(grouped, member event indices,
+    cpu_idx, thread_idx)``."""
+
+    # slots: attribute reads on the read-then-look-up path cost a third
+    __slots__ = _LAYOUT_FIELDS + ("index", "event_cells", "event_meta")
 
     names: tuple[str, ...]
     units: tuple[str, ...]
@@ -91,9 +108,53 @@ class Layout:
     errors: tuple[str | None, ...]
     cpus: tuple[int, ...]
     threads: tuple[int, ...]
-    #: per read unit: (grouped, member event indices, cpu_idx, thread_idx)
     units_plan: tuple[tuple[bool, tuple[int, ...], int, int], ...]
-    system_wide: bool = False
+    system_wide: bool
+    #: derived in __init__ (once per session), for the read-then-look-up path:
+    #: event name → position (exact names win, then the first event whose name
+    #: without a modifier matches: ``"cycles"`` finds ``"cycles:u"``) ...
+    index: dict[str, int]
+    #: ... per event its cells in read-unit order: ``(unit, k, take)`` with ``k`` the
+    #: member position in a group read (-1 for an event read alone) and ``take`` the
+    #: ``unpack_from`` of just the words it needs: ``(value, ena, run)`` alone,
+    #: ``(nr, ena, run, value)`` in a group ...
+    event_cells: tuple[tuple[tuple[int, int, Callable], ...], ...]
+    #: ... and per event the EventCount fields fixed for the session
+    #: ``(name, supported, unit, scale, error)``
+    event_meta: tuple[tuple[str, bool, str, float, str | None], ...]
+
+    def __init__(self, names: tuple[str, ...], units: tuple[str, ...], scales: tuple[float, ...],
+                 supported: tuple[bool, ...], errors: tuple[str | None, ...], cpus: tuple[int, ...],
+                 threads: tuple[int, ...], units_plan: tuple[tuple[bool, tuple[int, ...], int, int], ...],
+                 system_wide: bool = False) -> None:
+        setattr_ = object.__setattr__  # frozen: fields are set once, here
+        for k, v in zip(_LAYOUT_FIELDS, (names, units, scales, supported, errors, cpus, threads, units_plan,
+                                         system_wide)):
+            setattr_(self, k, v)
+        self._derive()
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, f) for f in _LAYOUT_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self):  # copy and pickle through __init__ (which derives the rest)
+        return (self.__class__, self._fields())
+
+    def __repr__(self) -> str:
+        return "Layout(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _LAYOUT_FIELDS) + ")"
 
     @classmethod
     def from_counter(cls, counter) -> "Layout":
@@ -112,20 +173,7 @@ class Layout:
             system_wide=counter.system_wide,
         )
 
-    #: derived in __post_init__ (once per session), for the read-then-look-up path:
-    #: event name → position (exact names win, then the first event whose name
-    #: without a modifier matches: ``"cycles"`` finds ``"cycles:u"``) ...
-    index: dict[str, int] = field(init=False, repr=False, compare=False)
-    #: ... per event its cells in read-unit order: ``(unit, k, take)`` with ``k`` the
-    #: member position in a group read (-1 for an event read alone) and ``take`` the
-    #: ``unpack_from`` of just the words it needs: ``(value, ena, run)`` alone,
-    #: ``(nr, ena, run, value)`` in a group ...
-    event_cells: tuple[tuple[tuple[int, int, Callable], ...], ...] = field(init=False, repr=False, compare=False)
-    #: ... and per event the EventCount fields fixed for the session
-    #: ``(name, supported, unit, scale, error)``
-    event_meta: tuple[tuple[str, bool, str, float, str | None], ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
+    def _derive(self) -> None:
         idx: dict[str, int] = {}
         for i, name in enumerate(self.names):
             idx.setdefault(name, i)
@@ -139,13 +187,14 @@ class Layout:
             else:
                 cells[members[0]].append((u, -1, _cell_struct(-1).unpack_from))
         meta = tuple(zip(self.names, self.supported, self.units, self.scales, self.errors))
-        object.__setattr__(self, "index", idx)  # frozen: the dataclass way to set a derived field
+        object.__setattr__(self, "index", idx)
         object.__setattr__(self, "event_cells", tuple(tuple(c) for c in cells))
         object.__setattr__(self, "event_meta", meta)
 
 
 def decode(layout: Layout, raws: Sequence[bytes | tuple]) -> np.ndarray:
     """read() buffers (or their unpacked tuples) → ``uint64[event, cpu, thread, (value, ena, run)]``."""
+    np = _numpy()
     data = np.zeros((len(layout.names), len(layout.cpus), len(layout.threads), 3), dtype=np.uint64)
     for (grouped, members, ci, ti), raw in zip(layout.units_plan, raws):
         if isinstance(raw, (bytes, bytearray, memoryview)):
@@ -161,6 +210,7 @@ def decode(layout: Layout, raws: Sequence[bytes | tuple]) -> np.ndarray:
 
 def scale_cells(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """perf's scaling of every cell: (scaled float64 values, counted bool)."""
+    np = _numpy()
     val = data[..., VAL].astype(np.float64)
     ena = data[..., ENA].astype(np.float64)
     run = data[..., RUN].astype(np.float64)
@@ -261,6 +311,7 @@ class Counts:
             raise errors.PmuscopeError("cannot subtract counts of different sessions")
         a, b = self.data, other.data
         # counters only grow; a reset in between would make a negative delta
+        np = _numpy()
         delta = np.where(a >= b, a - b, a)
         return Counts(self.layout, None, self.timestamp_ns, other.timestamp_ns, data=delta)
 
@@ -453,6 +504,7 @@ class Counts:
             return pd.DataFrame(rows)
         data = self.data
         scaled, counted = scale_cells(data)
+        np = _numpy()
         n_ev, n_cpu, n_thr, _ = data.shape
         L = self.layout
         return pd.DataFrame({

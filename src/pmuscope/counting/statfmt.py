@@ -7,9 +7,7 @@ Field order, widths and keys follow Linux perf's ``tools/perf/util/stat-display.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 from typing import IO, Sequence
 
 from .metrics import METRICS, Metric, MetricValue, evaluate
@@ -25,15 +23,35 @@ def _metric_fmt(m: Metric) -> str:
     return _CACHE_MISS if m.name == "cache-miss %" else m.fmt
 
 
-@dataclass
 class Row:
     """One printed event line: the aggregated count, its aggregation key and
     number of aggregated CPUs, and optional ``-r`` relative stddev (%)."""
 
-    count: EventCount
-    key: object = None
-    nr: int = 0
-    variance: float | None = None
+    # a plain class, not a dataclass: `stat` must not pay for creating one at start-up
+    __slots__ = ("count", "key", "nr", "variance")
+
+    def __init__(self, count: EventCount, key: object = None, nr: int = 0, variance: float | None = None) -> None:
+        self.count = count
+        self.key = key
+        self.nr = nr
+        self.variance = variance
+
+    def __repr__(self) -> str:
+        return f"Row(count={self.count!r}, key={self.key!r}, nr={self.nr!r}, variance={self.variance!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.count, self.key, self.nr, self.variance) == (other.count, other.key, other.nr, other.variance)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable and compared by value, as the dataclass was)
+
+
+def _json_str(text: str) -> str:
+    """``json.dumps(text)``; json is imported only by the ``-j`` layout."""
+    import json
+
+    return json.dumps(text)
 
 
 def _aggr_key_human(mode: str, key, nr: int, sep: str, csv: bool, comm: str = "") -> str:
@@ -139,7 +157,7 @@ class StatPrinter:
 
     def _metric_json(self, mv: MetricValue) -> str:
         value, unit = mv.scaled()
-        return f'"metric-value" : {value:f}, "metric-unit" : {json.dumps(unit)}'
+        return f'"metric-value" : {value:f}, "metric-unit" : {_json_str(unit)}'
 
     # -- one event ------------------------------------------------------------
     def event_lines(self, row: Row, metrics: Sequence[MetricValue], ts: float | None = None) -> list[str]:
@@ -190,7 +208,7 @@ class StatPrinter:
         prefix = ts_s + _aggr_key_json(self.aggr, row.key, row.nr)
         counted = ev.supported and ev.counted
         value = f"{ev.display:f}" if counted else ev.status
-        parts = [f'{prefix}"counter-value" : "{value}", "unit" : {json.dumps(ev.unit)}, "event" : {json.dumps(ev.name)}, ']
+        parts = [f'{prefix}"counter-value" : "{value}", "unit" : {_json_str(ev.unit)}, "event" : {_json_str(ev.name)}, ']
         if row.variance is not None:
             parts.append(f'"variance" : {row.variance:.2f}, ')
         parts.append(f'"event-runtime" : {ev.time_running}, "pcnt-running" : {_pct_running(ev):.2f}')

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import struct
 from typing import Sequence
 
@@ -39,7 +38,11 @@ class Workload:
             try:
                 os.close(cork_w)
                 os.close(err_r)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                # the C module under `signal` (which builds enums at import, ~1 ms here, on the
+                # way to the exec the parent waits for)
+                import _signal
+
+                _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
                 if os.read(cork_r, 1) != b"g":
                     os._exit(127)  # cancelled: the parent closed the cork
                 os.close(cork_r)

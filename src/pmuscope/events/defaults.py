@@ -3,10 +3,11 @@ session (``create_perf_stat_counter`` in tools/perf/builtin-stat.c)."""
 
 from __future__ import annotations
 
-import platform
+import os
 
 from ..errors import PmuscopeError
-from ..kernel.abi import PerfBranchSample, PerfFormat, PerfSample, perf_event_attr
+from ..kernel import abi as _abi
+from ..kernel.abi import perf_event_attr
 from .spec import EventSpec
 
 
@@ -32,10 +33,10 @@ def apply_counting_defaults(
     exclude_* bits are left as the parser set them: perf's default
     ``exclude_guest=1`` and its modifier rules are applied at parse time.
     """
-    attr.read_format = PerfFormat.TOTAL_TIME_ENABLED | PerfFormat.TOTAL_TIME_RUNNING
+    attr.read_format = _abi.PERF_FORMAT_TOTAL_TIME_ENABLED | _abi.PERF_FORMAT_TOTAL_TIME_RUNNING
     if group_size > 1:
-        attr.read_format |= PerfFormat.ID | PerfFormat.GROUP
-    attr.sample_type = PerfSample.IDENTIFIER if identifier else 0
+        attr.read_format |= _abi.PERF_FORMAT_ID | _abi.PERF_FORMAT_GROUP
+    attr.sample_type = _abi.PERF_SAMPLE_IDENTIFIER if identifier else 0
     attr.sample_period = 0
     attr.freq = 0
     attr.inherit = 1 if inherit else 0
@@ -85,23 +86,23 @@ def apply_callchain(attr: perf_event_attr, mode: str, *, tracking: bool = False,
         return attr
     if kind not in ("fp", "dwarf", "lbr"):
         raise PmuscopeError(f"unknown call-graph mode {mode!r}: use fp, dwarf[,size], lbr or no")
-    attr.sample_type |= PerfSample.CALLCHAIN
+    attr.sample_type |= _abi.PERF_SAMPLE_CALLCHAIN
     if kind == "dwarf":
-        machine = machine or platform.machine()
+        machine = machine or os.uname().machine  # platform.machine()
         if machine not in DWARF_REGS_MASK:
             raise PmuscopeError(f"call-graph=dwarf: user register set for {machine} is not known; use fp")
         stack = int(size, 0) if size else DEFAULT_DWARF_STACK
-        attr.sample_type |= PerfSample.REGS_USER | PerfSample.STACK_USER | PerfSample.ADDR | PerfSample.DATA_SRC
+        attr.sample_type |= _abi.PERF_SAMPLE_REGS_USER | _abi.PERF_SAMPLE_STACK_USER | _abi.PERF_SAMPLE_ADDR | _abi.PERF_SAMPLE_DATA_SRC
         attr.sample_regs_user = DWARF_REGS_MASK[machine]
         attr.sample_stack_user = stack
         attr.exclude_callchain_user = 1
         if tracking:
             attr.mmap_data = 1
     elif kind == "lbr":
-        attr.sample_type |= PerfSample.BRANCH_STACK
+        attr.sample_type |= _abi.PERF_SAMPLE_BRANCH_STACK
         attr.branch_sample_type = (
-            PerfBranchSample.USER | PerfBranchSample.CALL_STACK | PerfBranchSample.NO_FLAGS
-            | PerfBranchSample.NO_CYCLES | PerfBranchSample.HW_INDEX
+            _abi.PERF_SAMPLE_BRANCH_USER | _abi.PERF_SAMPLE_BRANCH_CALL_STACK | _abi.PERF_SAMPLE_BRANCH_NO_FLAGS
+            | _abi.PERF_SAMPLE_BRANCH_NO_CYCLES | _abi.PERF_SAMPLE_BRANCH_HW_INDEX
         )  # fmt: skip
     if max_stack is not None:
         attr.sample_max_stack = max_stack
@@ -135,21 +136,21 @@ def record_defaults(
     attrs: list[perf_event_attr] = []
     for n, spec in enumerate(specs):
         attr = spec.attr.copy()
-        attr.sample_type |= PerfSample.IP | PerfSample.TID | PerfSample.TIME
+        attr.sample_type |= _abi.PERF_SAMPLE_IP | _abi.PERF_SAMPLE_TID | _abi.PERF_SAMPLE_TIME
         if spec.freq_set:
             attr.freq = 1
-            attr.sample_type |= PerfSample.PERIOD
+            attr.sample_type |= _abi.PERF_SAMPLE_PERIOD
         elif spec.period_set:
             attr.freq = 0
-            attr.sample_type &= ~PerfSample.PERIOD
+            attr.sample_type &= ~_abi.PERF_SAMPLE_PERIOD
         elif period is not None:
             attr.freq = 0
             attr.sample_period = period
         elif not attr.sample_period:
             attr.freq = 1
             attr.sample_freq = freq
-            attr.sample_type |= PerfSample.PERIOD
-        attr.read_format = PerfFormat.ID | PerfFormat.LOST
+            attr.sample_type |= _abi.PERF_SAMPLE_PERIOD
+        attr.read_format = _abi.PERF_FORMAT_ID | _abi.PERF_FORMAT_LOST
         attr.sample_id_all = 1
         attr.inherit = 1 if inherit else 0
         leader = spec.leader or spec.group is None
@@ -167,7 +168,7 @@ def record_defaults(
     if len(attrs) > 1:
         same = len({int(a.sample_type) for a in attrs}) == 1
         for attr in attrs:
-            attr.sample_type |= PerfSample.ID if same else PerfSample.IDENTIFIER
+            attr.sample_type |= _abi.PERF_SAMPLE_ID if same else _abi.PERF_SAMPLE_IDENTIFIER
     if attrs:
         for bit in TRACKING_BITS:
             setattr(attrs[0], bit, 1)

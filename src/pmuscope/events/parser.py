@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import EventParseError, UnknownEventError
 from ..kernel.abi import (
@@ -27,15 +27,30 @@ from ..kernel.abi import (
     PERF_TYPE_BREAKPOINT,
     PERF_TYPE_HW_CACHE,
     PERF_TYPE_RAW,
+    PERF_SAMPLE_CPU,
+    PERF_SAMPLE_PERIOD,
+    PERF_SAMPLE_RAW,
+    PERF_SAMPLE_TIME,
     PERF_TYPE_TRACEPOINT,
-    PerfSample,
     perf_event_attr,
 )
 from . import generic, tracepoints
-from .pmu import CONFIG_FIELDS, PMU, Alias, core_pmus, find_pmus, pmus
 from .spec import EventSpec
 
+if TYPE_CHECKING:
+    from .pmu import PMU, Alias
+
+
+def _pmu():
+    """The sysfs PMU module, imported when an event needs a PMU (``task-clock``
+    does not: generic and software events are tables)."""
+    from . import pmu
+
+    return pmu
+
 MODIFIER_CHARS = "ukhIGHpPSDWeb"
+#: the environment variable naming a vendor table directory (``vendor.ENV_DIR``)
+VENDOR_ENV_DIR = "PMUSCOPE_EVENTS_DIR"
 _MOD_RE = re.compile(f"[{MODIFIER_CHARS}]+")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.*?\[\]!\-@]+")
 _RAW_RE = re.compile(r"r([0-9a-fA-F]+)")
@@ -54,12 +69,19 @@ GENERAL_TERMS = (
 _STRING_TERMS = ("name", "call-graph", "metric-id", "branch_type", "driver-config")
 
 
-@dataclass
 class _Term:
-    key: str
-    value: int | str | None
-    pos: int
-    vpos: int
+    """One ``key[=value]`` term and the columns of its key and value."""
+
+    __slots__ = ("key", "value", "pos", "vpos")
+
+    def __init__(self, key: str, value: int | str | None, pos: int, vpos: int) -> None:
+        self.key = key
+        self.value = value
+        self.pos = pos
+        self.vpos = vpos
+
+    def __repr__(self) -> str:
+        return f"_Term(key={self.key!r}, value={self.value!r}, pos={self.pos!r}, vpos={self.vpos!r})"
 
 
 class _Parser:
@@ -250,7 +272,7 @@ class _Parser:
             return self.per_core_pmu(word, PERF_TYPE_HW_CACHE, config)
         # a sysfs or vendor alias on any PMU (perf accepts bare alias names)
         found = []
-        for pmu in pmus(self.sysfs_root).values():
+        for pmu in _pmu().pmus(self.sysfs_root).values():
             alias = self.alias(pmu, word)
             if alias is not None:
                 found.append(self.pmu_spec(pmu, [_Term(word, None, wpos, wpos)], word, wpos))
@@ -264,7 +286,7 @@ class _Parser:
     def _known_names(self) -> list[str]:
         names = list(generic.HARDWARE) + list(generic.SOFTWARE) + list(generic.TOOL)
         names += [n for n, _c, _d in generic.cache_event_names()]
-        for pmu in pmus(self.sysfs_root).values():
+        for pmu in _pmu().pmus(self.sysfs_root).values():
             names += list(pmu.aliases)
         if self.vendor is not None:
             names += [a.name for a in self.vendor.events.values()]
@@ -275,7 +297,7 @@ class _Parser:
         (several core PMUs: cpu_core + cpu_atom, big.LITTLE armv8_pmuv3_N) one per
         core PMU, the PMU's type in config bits 32-63 (PERF_PMU_TYPE_SHIFT) for
         hardware/cache events and as the attr type for raw ones, as perf does."""
-        cores = [p for p in core_pmus(self.sysfs_root) if p.cpus is not None] if self._hybrid() else []
+        cores = [p for p in _pmu().core_pmus(self.sysfs_root) if p.cpus is not None] if self._hybrid() else []
         if not cores:
             return [self.new_spec(word, None, type=type_, config=config)]
         out = []
@@ -291,7 +313,7 @@ class _Parser:
         return out
 
     def _hybrid(self) -> bool:
-        return len(core_pmus(self.sysfs_root)) > 1
+        return len(_pmu().core_pmus(self.sysfs_root)) > 1
 
     def tracepoint(self, subsys: str, name: str, spos: int, npos: int) -> list[EventSpec]:
         tracefs = self.tracefs
@@ -323,7 +345,7 @@ class _Parser:
             spec = self.new_spec(f"{sys_}:{ev}", "tracepoint", type=PERF_TYPE_TRACEPOINT, config=tid)
             # perf's evsel__newtp: tracepoints sample every hit with raw data
             spec.attr.sample_period = 1
-            spec.attr.sample_type = PerfSample.RAW | PerfSample.TIME | PerfSample.CPU | PerfSample.PERIOD
+            spec.attr.sample_type = PERF_SAMPLE_RAW | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD
             spec.extra["tracepoint"] = (sys_, ev)
             out.append(spec)
         return out
@@ -424,9 +446,9 @@ class _Parser:
     def pmu_event(self, pmu_name: str, ppos: int) -> list[EventSpec]:
         self.i += 1  # '/'
         terms = self.terms()
-        matched = find_pmus(pmu_name, self.sysfs_root)
+        matched = _pmu().find_pmus(pmu_name, self.sysfs_root)
         if not matched:
-            hint = _did_you_mean(pmu_name, list(pmus(self.sysfs_root)))
+            hint = _did_you_mean(pmu_name, list(_pmu().pmus(self.sysfs_root)))
             raise self.error(
                 f"cannot find PMU {pmu_name!r} in {os.path.join(self.sysfs_root, 'bus/event_source/devices')} "
                 f"(missing kernel support or not this machine's hardware){hint}",
@@ -523,7 +545,7 @@ class _Parser:
         key, value = term.key, term.value
         if key not in GENERAL_TERMS:
             return False
-        if key in CONFIG_FIELDS:
+        if key in _pmu().CONFIG_FIELDS:
             if not isinstance(value, int):
                 raise self.error(f"{key}= needs a number", term.vpos)
             setattr(attr, key, value)
@@ -591,7 +613,7 @@ def _is_event_name(word: str, p: _Parser) -> bool:
     if word in generic.HARDWARE or word in generic.SOFTWARE or word in generic.TOOL:
         return True
     if _RAW_RE.fullmatch(word):
-        return word not in pmus(p.sysfs_root)
+        return word not in _pmu().pmus(p.sysfs_root)
     try:
         return generic.parse_cache_name(word) is not None
     except generic.CacheOpInvalid:
@@ -683,11 +705,14 @@ def parse_events(
     subclass :class:`~pmuscope.errors.UnknownEventError`) pointing at the
     offending column.
     """
-    from .vendor import ENV_DIR, resolve_vendor_tables
+    if vendor_tables is None and not os.environ.get(VENDOR_ENV_DIR):
+        vendor = wanted = None  # no table: the vendor module (JSON, CSV, CPU identity) is not needed
+    else:
+        from .vendor import resolve_vendor_tables
 
-    vendor = resolve_vendor_tables(vendor_tables, sysfs_root=sysfs_root)
+        vendor = resolve_vendor_tables(vendor_tables, sysfs_root=sysfs_root)
+        wanted = vendor_tables if isinstance(vendor_tables, (str, os.PathLike)) else os.environ.get(VENDOR_ENV_DIR)
     parser = _Parser(text, os.fspath(sysfs_root), tracefs_root, vendor)
-    wanted = vendor_tables if isinstance(vendor_tables, (str, os.PathLike)) else os.environ.get(ENV_DIR)
     if vendor is None and wanted:
         from .cpuid import read_cpu_identity
 

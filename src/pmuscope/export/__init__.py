@@ -11,10 +11,18 @@ Public API::
     ep, event = load("perf.data"); data = render(ep, "pprof"); push_once(ep, url, "app", {...})
 """
 
-from . import pprof, speedscope
-from .files import FORMATS, load, push_once, render
-from .model import CLOCK_EVENTS, ExportProfile, Frame, Mapping, aggregate_rows, from_folded, from_profile, from_stacks
-from .push import PushStats, PyroscopePusher, app_name, sample_type_config
+from pmuscope._lazy import lazy_exports
+
+#: imported on first use (PEP 562): `pmuscope export --help` needs FORMATS, not numpy
+_LAZY = {
+    **{name: ".files" for name in ("FORMATS", "load", "push_once", "render")},
+    **{name: ".model" for name in ("CLOCK_EVENTS", "ExportProfile", "Frame", "Mapping", "aggregate_rows",
+                                   "from_folded", "from_profile", "from_stacks")},
+    **{name: ".push" for name in ("PushStats", "PyroscopePusher", "app_name", "sample_type_config")},
+}
+_SUBMODULES = {"pprof": ".pprof", "speedscope": ".speedscope"}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
 
 __all__ = [
     "FORMATS",

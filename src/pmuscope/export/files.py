@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from .. import errors
-from .model import ExportProfile, from_folded, from_profile
+
+if TYPE_CHECKING:
+    from .model import ExportProfile
 
 FORMATS = ("pprof", "speedscope", "folded")
 DEFAULT_OUTPUT = {"pprof": "perf.pb.gz", "speedscope": "perf.speedscope.json", "folded": "perf.folded"}
@@ -36,6 +38,8 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
             raise errors.FormatError(f"{path}: not folded stacks (byte {err.start} is not UTF-8 text); "
                                      "give a text file of 'frame;frame COUNT' lines, or drop --input-format folded",
                                      path=path, offset=err.start) from None
+        from .model import from_folded  # here: the model needs numpy, FORMATS (for `--help`) does not
+
         return from_folded(text, name=os.path.basename(path)), "samples"
     if fmt != "perf.data":
         raise errors.PmuscopeError(f"unknown input format {fmt!r}: expected perf.data or folded")
@@ -52,6 +56,8 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
         pf.close()
     if select is not None:
         prof = select(prof)
+    from .model import from_profile
+
     ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"])
     return ep, ",".join(prof.event_names)
 

@@ -8,9 +8,10 @@ writer, the ring buffer and the event parser all use it.
 
 from __future__ import annotations
 
+import _thread
 import ctypes
 import enum
-import platform
+import os
 
 c_u8 = ctypes.c_uint8
 c_u16 = ctypes.c_uint16
@@ -21,13 +22,15 @@ c_s64 = ctypes.c_int64
 
 
 # --- enum perf_type_id -------------------------------------------------------
-class PerfType(enum.IntEnum):
-    HARDWARE = 0
-    SOFTWARE = 1
-    TRACEPOINT = 2
-    HW_CACHE = 3
-    RAW = 4
-    BREAKPOINT = 5
+#: PerfType (IntEnum, created on first use): (member, value) in declaration order
+_PERFTYPE_MEMBERS = (
+    ("HARDWARE", 0),
+    ("SOFTWARE", 1),
+    ("TRACEPOINT", 2),
+    ("HW_CACHE", 3),
+    ("RAW", 4),
+    ("BREAKPOINT", 5),
+)
 
 
 PERF_TYPE_HARDWARE = 0
@@ -43,129 +46,147 @@ PERF_HW_EVENT_MASK = 0xFFFFFFFF
 
 
 # --- enum perf_hw_id ---------------------------------------------------------
-class PerfHwId(enum.IntEnum):
-    CPU_CYCLES = 0
-    INSTRUCTIONS = 1
-    CACHE_REFERENCES = 2
-    CACHE_MISSES = 3
-    BRANCH_INSTRUCTIONS = 4
-    BRANCH_MISSES = 5
-    BUS_CYCLES = 6
-    STALLED_CYCLES_FRONTEND = 7
-    STALLED_CYCLES_BACKEND = 8
-    REF_CPU_CYCLES = 9
+#: PerfHwId (IntEnum, created on first use): (member, value) in declaration order
+_PERFHWID_MEMBERS = (
+    ("CPU_CYCLES", 0),
+    ("INSTRUCTIONS", 1),
+    ("CACHE_REFERENCES", 2),
+    ("CACHE_MISSES", 3),
+    ("BRANCH_INSTRUCTIONS", 4),
+    ("BRANCH_MISSES", 5),
+    ("BUS_CYCLES", 6),
+    ("STALLED_CYCLES_FRONTEND", 7),
+    ("STALLED_CYCLES_BACKEND", 8),
+    ("REF_CPU_CYCLES", 9),
+)
 
 
 # --- enum perf_hw_cache_id / op / result -------------------------------------
-class PerfHwCacheId(enum.IntEnum):
-    L1D = 0
-    L1I = 1
-    LL = 2
-    DTLB = 3
-    ITLB = 4
-    BPU = 5
-    NODE = 6
+#: PerfHwCacheId (IntEnum, created on first use): (member, value) in declaration order
+_PERFHWCACHEID_MEMBERS = (
+    ("L1D", 0),
+    ("L1I", 1),
+    ("LL", 2),
+    ("DTLB", 3),
+    ("ITLB", 4),
+    ("BPU", 5),
+    ("NODE", 6),
+)
 
 
-class PerfHwCacheOp(enum.IntEnum):
-    READ = 0
-    WRITE = 1
-    PREFETCH = 2
+#: PerfHwCacheOp (IntEnum, created on first use): (member, value) in declaration order
+_PERFHWCACHEOP_MEMBERS = (
+    ("READ", 0),
+    ("WRITE", 1),
+    ("PREFETCH", 2),
+)
 
 
-class PerfHwCacheResult(enum.IntEnum):
-    ACCESS = 0
-    MISS = 1
+#: PerfHwCacheResult (IntEnum, created on first use): (member, value) in declaration order
+_PERFHWCACHERESULT_MEMBERS = (
+    ("ACCESS", 0),
+    ("MISS", 1),
+)
 
 
 # --- enum perf_sw_ids --------------------------------------------------------
-class PerfSwId(enum.IntEnum):
-    CPU_CLOCK = 0
-    TASK_CLOCK = 1
-    PAGE_FAULTS = 2
-    CONTEXT_SWITCHES = 3
-    CPU_MIGRATIONS = 4
-    PAGE_FAULTS_MIN = 5
-    PAGE_FAULTS_MAJ = 6
-    ALIGNMENT_FAULTS = 7
-    EMULATION_FAULTS = 8
-    DUMMY = 9
-    BPF_OUTPUT = 10
-    CGROUP_SWITCHES = 11
+#: PerfSwId (IntEnum, created on first use): (member, value) in declaration order
+_PERFSWID_MEMBERS = (
+    ("CPU_CLOCK", 0),
+    ("TASK_CLOCK", 1),
+    ("PAGE_FAULTS", 2),
+    ("CONTEXT_SWITCHES", 3),
+    ("CPU_MIGRATIONS", 4),
+    ("PAGE_FAULTS_MIN", 5),
+    ("PAGE_FAULTS_MAJ", 6),
+    ("ALIGNMENT_FAULTS", 7),
+    ("EMULATION_FAULTS", 8),
+    ("DUMMY", 9),
+    ("BPF_OUTPUT", 10),
+    ("CGROUP_SWITCHES", 11),
+)
+
+for _n, _v in _PERFSWID_MEMBERS:  # PERF_COUNT_SW_TASK_CLOCK ...
+    globals()["PERF_COUNT_SW_" + _n] = _v
 
 
 # --- enum perf_event_sample_format -------------------------------------------
-class PerfSample(enum.IntFlag):
-    IP = 1 << 0
-    TID = 1 << 1
-    TIME = 1 << 2
-    ADDR = 1 << 3
-    READ = 1 << 4
-    CALLCHAIN = 1 << 5
-    ID = 1 << 6
-    CPU = 1 << 7
-    PERIOD = 1 << 8
-    STREAM_ID = 1 << 9
-    RAW = 1 << 10
-    BRANCH_STACK = 1 << 11
-    REGS_USER = 1 << 12
-    STACK_USER = 1 << 13
-    WEIGHT = 1 << 14
-    DATA_SRC = 1 << 15
-    IDENTIFIER = 1 << 16
-    TRANSACTION = 1 << 17
-    REGS_INTR = 1 << 18
-    PHYS_ADDR = 1 << 19
-    AUX = 1 << 20
-    CGROUP = 1 << 21
-    DATA_PAGE_SIZE = 1 << 22
-    CODE_PAGE_SIZE = 1 << 23
-    WEIGHT_STRUCT = 1 << 24
+#: PerfSample (IntFlag, created on first use): (member, value) in declaration order
+_PERFSAMPLE_MEMBERS = (
+    ("IP", 1 << 0),
+    ("TID", 1 << 1),
+    ("TIME", 1 << 2),
+    ("ADDR", 1 << 3),
+    ("READ", 1 << 4),
+    ("CALLCHAIN", 1 << 5),
+    ("ID", 1 << 6),
+    ("CPU", 1 << 7),
+    ("PERIOD", 1 << 8),
+    ("STREAM_ID", 1 << 9),
+    ("RAW", 1 << 10),
+    ("BRANCH_STACK", 1 << 11),
+    ("REGS_USER", 1 << 12),
+    ("STACK_USER", 1 << 13),
+    ("WEIGHT", 1 << 14),
+    ("DATA_SRC", 1 << 15),
+    ("IDENTIFIER", 1 << 16),
+    ("TRANSACTION", 1 << 17),
+    ("REGS_INTR", 1 << 18),
+    ("PHYS_ADDR", 1 << 19),
+    ("AUX", 1 << 20),
+    ("CGROUP", 1 << 21),
+    ("DATA_PAGE_SIZE", 1 << 22),
+    ("CODE_PAGE_SIZE", 1 << 23),
+    ("WEIGHT_STRUCT", 1 << 24),
+)
 
 
 PERF_SAMPLE_MAX = 1 << 25
-PERF_SAMPLE_WEIGHT_TYPE = PerfSample.WEIGHT | PerfSample.WEIGHT_STRUCT
 
 # Module-level aliases with the kernel's names.
-for _m in PerfSample:
-    globals()["PERF_SAMPLE_" + _m.name] = int(_m)
+for _n, _v in _PERFSAMPLE_MEMBERS:
+    globals()["PERF_SAMPLE_" + _n] = _v
 
 
 # --- enum perf_branch_sample_type --------------------------------------------
-class PerfBranchSample(enum.IntFlag):
-    USER = 1 << 0
-    KERNEL = 1 << 1
-    HV = 1 << 2
-    ANY = 1 << 3
-    ANY_CALL = 1 << 4
-    ANY_RETURN = 1 << 5
-    IND_CALL = 1 << 6
-    ABORT_TX = 1 << 7
-    IN_TX = 1 << 8
-    NO_TX = 1 << 9
-    COND = 1 << 10
-    CALL_STACK = 1 << 11
-    IND_JUMP = 1 << 12
-    CALL = 1 << 13
-    NO_FLAGS = 1 << 14
-    NO_CYCLES = 1 << 15
-    TYPE_SAVE = 1 << 16
-    HW_INDEX = 1 << 17
-    PRIV_SAVE = 1 << 18
-    COUNTERS = 1 << 19
+#: PerfBranchSample (IntFlag, created on first use): (member, value) in declaration order
+_PERFBRANCHSAMPLE_MEMBERS = (
+    ("USER", 1 << 0),
+    ("KERNEL", 1 << 1),
+    ("HV", 1 << 2),
+    ("ANY", 1 << 3),
+    ("ANY_CALL", 1 << 4),
+    ("ANY_RETURN", 1 << 5),
+    ("IND_CALL", 1 << 6),
+    ("ABORT_TX", 1 << 7),
+    ("IN_TX", 1 << 8),
+    ("NO_TX", 1 << 9),
+    ("COND", 1 << 10),
+    ("CALL_STACK", 1 << 11),
+    ("IND_JUMP", 1 << 12),
+    ("CALL", 1 << 13),
+    ("NO_FLAGS", 1 << 14),
+    ("NO_CYCLES", 1 << 15),
+    ("TYPE_SAVE", 1 << 16),
+    ("HW_INDEX", 1 << 17),
+    ("PRIV_SAVE", 1 << 18),
+    ("COUNTERS", 1 << 19),
+)
 
 
-for _m in PerfBranchSample:
-    globals()["PERF_SAMPLE_BRANCH_" + _m.name] = int(_m)
+for _n, _v in _PERFBRANCHSAMPLE_MEMBERS:
+    globals()["PERF_SAMPLE_BRANCH_" + _n] = _v
 
 
 # --- enum perf_event_read_format ---------------------------------------------
-class PerfFormat(enum.IntFlag):
-    TOTAL_TIME_ENABLED = 1 << 0
-    TOTAL_TIME_RUNNING = 1 << 1
-    ID = 1 << 2
-    GROUP = 1 << 3
-    LOST = 1 << 4
+#: PerfFormat (IntFlag, created on first use): (member, value) in declaration order
+_PERFFORMAT_MEMBERS = (
+    ("TOTAL_TIME_ENABLED", 1 << 0),
+    ("TOTAL_TIME_RUNNING", 1 << 1),
+    ("ID", 1 << 2),
+    ("GROUP", 1 << 3),
+    ("LOST", 1 << 4),
+)
 
 
 PERF_FORMAT_TOTAL_TIME_ENABLED = 1
@@ -401,7 +422,7 @@ def _ioc_layout(machine: str) -> tuple[int, int, int, int, int]:
     return 0, 1, 2, 14, 30
 
 
-_IOC_NONE, _IOC_WRITE, _IOC_READ, _IOC_SIZEBITS, _IOC_DIRSHIFT = _ioc_layout(platform.machine())
+_IOC_NONE, _IOC_WRITE, _IOC_READ, _IOC_SIZEBITS, _IOC_DIRSHIFT = _ioc_layout(os.uname().machine)  # platform.machine(), without importing platform
 
 
 def _IOC(direction: int, typ: int, nr: int, size: int) -> int:
@@ -507,55 +528,54 @@ class perf_event_header(ctypes.Structure):
     _fields_ = [("type", c_u32), ("misc", c_u16), ("size", c_u16)]
 
 
-class PerfRecord(enum.IntEnum):
-    """enum perf_event_type, plus the record types perf itself synthesizes (>= 64)."""
+#: PerfRecord (IntEnum, created on first use): (member, value) in declaration order
+_PERFRECORD_MEMBERS = (
+    ("MMAP", 1),
+    ("LOST", 2),
+    ("COMM", 3),
+    ("EXIT", 4),
+    ("THROTTLE", 5),
+    ("UNTHROTTLE", 6),
+    ("FORK", 7),
+    ("READ", 8),
+    ("SAMPLE", 9),
+    ("MMAP2", 10),
+    ("AUX", 11),
+    ("ITRACE_START", 12),
+    ("LOST_SAMPLES", 13),
+    ("SWITCH", 14),
+    ("SWITCH_CPU_WIDE", 15),
+    ("NAMESPACES", 16),
+    ("KSYMBOL", 17),
+    ("BPF_EVENT", 18),
+    ("CGROUP", 19),
+    ("TEXT_POKE", 20),
+    ("AUX_OUTPUT_HW_ID", 21),
+    ("HEADER_ATTR", 64),
+    ("HEADER_EVENT_TYPE", 65),
+    ("HEADER_TRACING_DATA", 66),
+    ("HEADER_BUILD_ID", 67),
+    ("FINISHED_ROUND", 68),
+    ("ID_INDEX", 69),
+    ("AUXTRACE_INFO", 70),
+    ("AUXTRACE", 71),
+    ("AUXTRACE_ERROR", 72),
+    ("THREAD_MAP", 73),
+    ("CPU_MAP", 74),
+    ("STAT_CONFIG", 75),
+    ("STAT", 76),
+    ("STAT_ROUND", 77),
+    ("EVENT_UPDATE", 78),
+    ("TIME_CONV", 79),
+    ("HEADER_FEATURE", 80),
+    ("COMPRESSED", 81),
+    ("FINISHED_INIT", 82),
+    ("COMPRESSED2", 83),
+)
 
-    MMAP = 1
-    LOST = 2
-    COMM = 3
-    EXIT = 4
-    THROTTLE = 5
-    UNTHROTTLE = 6
-    FORK = 7
-    READ = 8
-    SAMPLE = 9
-    MMAP2 = 10
-    AUX = 11
-    ITRACE_START = 12
-    LOST_SAMPLES = 13
-    SWITCH = 14
-    SWITCH_CPU_WIDE = 15
-    NAMESPACES = 16
-    KSYMBOL = 17
-    BPF_EVENT = 18
-    CGROUP = 19
-    TEXT_POKE = 20
-    AUX_OUTPUT_HW_ID = 21
-    # user (perf tool) records, tools/lib/perf/include/perf/event.h
-    HEADER_ATTR = 64
-    HEADER_EVENT_TYPE = 65
-    HEADER_TRACING_DATA = 66
-    HEADER_BUILD_ID = 67
-    FINISHED_ROUND = 68
-    ID_INDEX = 69
-    AUXTRACE_INFO = 70
-    AUXTRACE = 71
-    AUXTRACE_ERROR = 72
-    THREAD_MAP = 73
-    CPU_MAP = 74
-    STAT_CONFIG = 75
-    STAT = 76
-    STAT_ROUND = 77
-    EVENT_UPDATE = 78
-    TIME_CONV = 79
-    HEADER_FEATURE = 80
-    COMPRESSED = 81
-    FINISHED_INIT = 82
-    COMPRESSED2 = 83
 
-
-for _m in PerfRecord:
-    globals()["PERF_RECORD_" + _m.name] = int(_m)
+for _n, _v in _PERFRECORD_MEMBERS:
+    globals()["PERF_RECORD_" + _n] = _v
 
 PERF_RECORD_MAX = 22
 PERF_RECORD_USER_TYPE_START = 64
@@ -651,3 +671,47 @@ class perf_branch_entry(ctypes.Structure):
 
 
 assert ctypes.sizeof(perf_branch_entry) == 24
+
+
+# --- the enum classes, created on first use ------------------------------------
+# why: creating an IntFlag of 25 members costs ~0.4 ms, an IntEnum ~0.2 ms; the ten
+# above were 1.5-2 ms of every start-up, and `stat` of a software event uses none of
+# them (the PERF_* int constants above carry the same values). ``abi.PerfSample``
+# (and ``from .abi import PerfSample``) builds the class once, through PEP 562.
+
+_ENUMS = {
+    "PerfType": (enum.IntEnum, _PERFTYPE_MEMBERS, None),
+    "PerfHwId": (enum.IntEnum, _PERFHWID_MEMBERS, None),
+    "PerfHwCacheId": (enum.IntEnum, _PERFHWCACHEID_MEMBERS, None),
+    "PerfHwCacheOp": (enum.IntEnum, _PERFHWCACHEOP_MEMBERS, None),
+    "PerfHwCacheResult": (enum.IntEnum, _PERFHWCACHERESULT_MEMBERS, None),
+    "PerfSwId": (enum.IntEnum, _PERFSWID_MEMBERS, None),
+    "PerfSample": (enum.IntFlag, _PERFSAMPLE_MEMBERS, None),
+    "PerfBranchSample": (enum.IntFlag, _PERFBRANCHSAMPLE_MEMBERS, None),
+    "PerfFormat": (enum.IntFlag, _PERFFORMAT_MEMBERS, None),
+    "PerfRecord": (enum.IntEnum, _PERFRECORD_MEMBERS, 'enum perf_event_type, plus the record types perf itself synthesizes (>= 64).'),
+}
+_ENUM_LOCK = _thread.allocate_lock()
+
+
+def __getattr__(name: str):
+    spec = _ENUMS.get(name)
+    if spec is not None:
+        with _ENUM_LOCK:
+            cls = globals().get(name)
+            if cls is None:
+                kind, members, doc = spec
+                cls = kind(name, members, module=__name__, qualname=name)
+                if doc:
+                    cls.__doc__ = doc
+                globals()[name] = cls
+        return cls
+    if name == "PERF_SAMPLE_WEIGHT_TYPE":
+        sample = __getattr__("PerfSample")
+        value = globals()[name] = sample.WEIGHT | sample.WEIGHT_STRUCT
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ENUMS) | {"PERF_SAMPLE_WEIGHT_TYPE"})

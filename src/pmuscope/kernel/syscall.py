@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 from typing import Callable
 
@@ -37,7 +36,7 @@ SYSCALL_NUMBERS: dict[str, int] = {
 
 
 def syscall_number(machine: str | None = None) -> int:
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine  # platform.machine()
     try:
         return SYSCALL_NUMBERS[machine]
     except KeyError:
@@ -54,7 +53,7 @@ _ioctl = _libc.ioctl
 _ioctl.restype = ctypes.c_int
 _ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
 
-_NR = SYSCALL_NUMBERS.get(platform.machine(), -1)
+_NR = SYSCALL_NUMBERS.get(os.uname().machine, -1)
 
 #: hook for tests: a callable with the signature of :func:`raw_perf_event_open`
 #: that stands in for the kernel (a FakeKernel)
@@ -462,7 +461,7 @@ def _software_event_opens() -> bool:
     """True when a task-clock counter on this thread opens: perf_event_open
     itself is allowed (no seccomp filter or LSM blocking the call)."""
     try:
-        os.close(raw_perf_event_open(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PerfSwId.TASK_CLOCK,
+        os.close(raw_perf_event_open(abi.perf_event_attr(type=abi.PERF_TYPE_SOFTWARE, config=abi.PERF_COUNT_SW_TASK_CLOCK,
                                                          disabled=1, exclude_kernel=1, exclude_hv=1),
                                      0, -1, -1, abi.PERF_FLAG_FD_CLOEXEC))
         return True
@@ -733,7 +732,8 @@ _PROBE_FIELDS = (
     "clockid",
 )
 
-_MASK_FIELDS = {"read_format": abi.PerfFormat, "sample_type": abi.PerfSample, "branch_sample_type": abi.PerfBranchSample}
+#: attr field -> the abi enum naming its bits (looked up when probing: the enum classes are built on first use)
+_MASK_FIELDS = {"read_format": "PerfFormat", "sample_type": "PerfSample", "branch_sample_type": "PerfBranchSample"}
 
 
 def _try(trial: abi.perf_event_attr, pid: int, cpu: int, group_fd: int, flags: int) -> bool:
@@ -758,7 +758,7 @@ def probe_invalid_field(attr: abi.perf_event_attr, pid: int, cpu: int, group_fd:
         if not value:
             continue
         if name in _MASK_FIELDS:
-            enum_cls = _MASK_FIELDS[name]
+            enum_cls = getattr(abi, _MASK_FIELDS[name])
             bit = 1
             while bit <= value:
                 if value & bit:

@@ -4,8 +4,7 @@ whose record decoding brings numpy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .._plain import Plain
 from ..kernel import abi
 
 PERF_MAGIC2 = b"PERFILE2"
@@ -14,16 +13,23 @@ FILE_HEADER_SIZE = 104
 PIPE_HEADER_SIZE = 16
 
 
-@dataclass
-class PerfDataAttr:
+class PerfDataAttr(Plain):
     """One event of the file: its ``perf_event_attr``, the sample ids of its
     fds, and its name (from EVENT_DESC, EVENT_UPDATE or the old event_types
     section, else made up from type/config)."""
 
+    _fields = ("index", "attr", "ids", "name")
+
     index: int
     attr: abi.perf_event_attr
     ids: list[int]
-    name: str | None = None
+    name: str | None
+
+    def __init__(self, index: int, attr: abi.perf_event_attr, ids: list[int], name: str | None = None) -> None:
+        self.index = index
+        self.attr = attr
+        self.ids = ids
+        self.name = name
 
 
 _HW_NAMES = ["cycles", "instructions", "cache-references", "cache-misses", "branches", "branch-misses", "bus-cycles",
@@ -35,8 +41,8 @@ _SW_NAMES = ["cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-
 def default_event_name(attr: abi.perf_event_attr) -> str:
     """perf's name for an attr without a recorded name (generic events), else ``type:config``."""
     t, c = int(attr.type), int(attr.config)
-    if t == abi.PerfType.HARDWARE and c < len(_HW_NAMES):
+    if t == abi.PERF_TYPE_HARDWARE and c < len(_HW_NAMES):
         return _HW_NAMES[c]
-    if t == abi.PerfType.SOFTWARE and c < len(_SW_NAMES):
+    if t == abi.PERF_TYPE_SOFTWARE and c < len(_SW_NAMES):
         return _SW_NAMES[c]
     return f"{t}:{c:#x}"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .._plain import Plain
 from ..kernel import abi
 from ._cursor import Cursor
 
@@ -59,70 +59,124 @@ PERF_RECORD_MISC_BUILD_ID_SIZE = 1 << 15
 
 
 # --- typed values ---------------------------------------------------------------
-@dataclass
-class NrCpus:
+class NrCpus(Plain):
+    _fields = ("nr_cpus_available", "nr_cpus_online")
+
     nr_cpus_available: int
     nr_cpus_online: int
 
+    def __init__(self, nr_cpus_available: int, nr_cpus_online: int) -> None:
+        self.nr_cpus_available = nr_cpus_available
+        self.nr_cpus_online = nr_cpus_online
 
-@dataclass
-class BuildId:
+
+class BuildId(Plain):
     """One ``struct build_id_event``: a DSO path and its GNU build-id."""
+
+    _fields = ("filename", "build_id", "pid", "misc")
 
     filename: str
     build_id: bytes
-    pid: int = -1
-    misc: int = abi.PERF_RECORD_MISC_USER
+    pid: int
+    misc: int
+
+    def __init__(self, filename: str, build_id: bytes, pid: int = -1, misc: int = abi.PERF_RECORD_MISC_USER) -> None:
+        self.filename = filename
+        self.build_id = build_id
+        self.pid = pid
+        self.misc = misc
 
     @property
     def hex(self) -> str:
         return self.build_id.hex()
 
 
-@dataclass
-class EventDesc:
+class EventDesc(Plain):
     """One entry of HEADER_EVENT_DESC: the attr, its name and ids."""
+
+    _fields = ("attr", "name", "ids")
 
     attr: abi.perf_event_attr
     name: str
     ids: list[int]
 
+    def __init__(self, attr: abi.perf_event_attr, name: str, ids: list[int]) -> None:
+        self.attr = attr
+        self.name = name
+        self.ids = ids
 
-@dataclass
-class CpuTopology:
+
+class CpuTopology(Plain):
+    _fields = ("core_siblings", "thread_siblings", "cpu_ids", "die_siblings", "die_ids", "extra")
+
     core_siblings: list[str]
     thread_siblings: list[str]
     #: (core_id, socket_id) per available CPU, when present
-    cpu_ids: list[tuple[int, int]] = field(default_factory=list)
-    die_siblings: list[str] = field(default_factory=list)
-    die_ids: list[int] = field(default_factory=list)
+    cpu_ids: list[tuple[int, int]]
+    die_siblings: list[str]
+    die_ids: list[int]
     #: bytes after the parts this reader knows (later revisions append fields)
-    extra: bytes = b""
+    extra: bytes
+
+    def __init__(
+        self,
+        core_siblings: list[str],
+        thread_siblings: list[str],
+        cpu_ids: list[tuple[int, int]] | None = None,
+        die_siblings: list[str] | None = None,
+        die_ids: list[int] | None = None,
+        extra: bytes = b"",
+    ) -> None:
+        self.core_siblings = core_siblings
+        self.thread_siblings = thread_siblings
+        self.cpu_ids = [] if cpu_ids is None else cpu_ids
+        self.die_siblings = [] if die_siblings is None else die_siblings
+        self.die_ids = [] if die_ids is None else die_ids
+        self.extra = extra
 
 
-@dataclass
-class NumaNode:
+class NumaNode(Plain):
+    _fields = ("node", "mem_total", "mem_free", "cpus")
+
     node: int
-    mem_total: int  # kB
-    mem_free: int  # kB
+    mem_total: int
+    mem_free: int
     cpus: str
 
+    def __init__(self, node: int, mem_total: int, mem_free: int, cpus: str) -> None:
+        self.node = node
+        self.mem_total = mem_total
+        self.mem_free = mem_free
+        self.cpus = cpus
 
-@dataclass
-class GroupDesc:
+
+class GroupDesc(Plain):
+    _fields = ("name", "leader_idx", "nr_members")
+
     name: str
     leader_idx: int
     nr_members: int
 
+    def __init__(self, name: str, leader_idx: int, nr_members: int) -> None:
+        self.name = name
+        self.leader_idx = leader_idx
+        self.nr_members = nr_members
 
-@dataclass
-class AuxtraceIndexEntry:
+
+class AuxtraceIndexEntry(Plain):
+    _fields = ("file_offset", "size")
+
     file_offset: int
     size: int
 
+    def __init__(self, file_offset: int, size: int) -> None:
+        self.file_offset = file_offset
+        self.size = size
 
-@dataclass
-class CacheLevel:
+
+class CacheLevel(Plain):
+    _fields = ("level", "line_size", "sets", "ways", "type", "size", "map")
+
     level: int
     line_size: int
     sets: int
@@ -131,54 +185,105 @@ class CacheLevel:
     size: str
     map: str
 
+    def __init__(self, level: int, line_size: int, sets: int, ways: int, type: str, size: str, map: str) -> None:
+        self.level = level
+        self.line_size = line_size
+        self.sets = sets
+        self.ways = ways
+        self.type = type
+        self.size = size
+        self.map = map
 
-@dataclass
-class SampleTime:
+
+class SampleTime(Plain):
+    _fields = ("first", "last")
+
     first: int
     last: int
 
+    def __init__(self, first: int, last: int) -> None:
+        self.first = first
+        self.last = last
 
-@dataclass
-class MemoryNode:
+
+class MemoryNode(Plain):
+    _fields = ("node", "size", "bitmap")
+
     node: int
     size: int
     bitmap: list[int]
 
+    def __init__(self, node: int, size: int, bitmap: list[int]) -> None:
+        self.node = node
+        self.size = size
+        self.bitmap = bitmap
 
-@dataclass
-class MemTopology:
+
+class MemTopology(Plain):
+    _fields = ("version", "block_size", "nodes")
+
     version: int
     block_size: int
     nodes: list[MemoryNode]
 
+    def __init__(self, version: int, block_size: int, nodes: list[MemoryNode]) -> None:
+        self.version = version
+        self.block_size = block_size
+        self.nodes = nodes
 
-@dataclass
-class Compressed:
+
+class Compressed(Plain):
+    _fields = ("version", "type", "level", "ratio", "mmap_len")
+
     version: int
-    type: int  # 1 = zstd
+    type: int
     level: int
     ratio: int
     mmap_len: int
 
+    def __init__(self, version: int, type: int, level: int, ratio: int, mmap_len: int) -> None:
+        self.version = version
+        self.type = type
+        self.level = level
+        self.ratio = ratio
+        self.mmap_len = mmap_len
 
-@dataclass
-class ClockData:
+
+class ClockData(Plain):
+    _fields = ("version", "clockid", "wall_clock_ns", "clockid_time_ns")
+
     version: int
     clockid: int
     wall_clock_ns: int
     clockid_time_ns: int
 
+    def __init__(self, version: int, clockid: int, wall_clock_ns: int, clockid_time_ns: int) -> None:
+        self.version = version
+        self.clockid = clockid
+        self.wall_clock_ns = wall_clock_ns
+        self.clockid_time_ns = clockid_time_ns
 
-@dataclass
-class HybridCpuPmu:
+
+class HybridCpuPmu(Plain):
+    _fields = ("pmu_name", "cpus")
+
     pmu_name: str
     cpus: str
 
+    def __init__(self, pmu_name: str, cpus: str) -> None:
+        self.pmu_name = pmu_name
+        self.cpus = cpus
 
-@dataclass
-class PmuCaps:
+
+class PmuCaps(Plain):
+    _fields = ("pmu_name", "caps")
+
     pmu_name: str
     caps: dict[str, str]
+
+    def __init__(self, pmu_name: str, caps: dict[str, str]) -> None:
+        self.pmu_name = pmu_name
+        self.caps = caps
 
 
 # --- decoders -------------------------------------------------------------------

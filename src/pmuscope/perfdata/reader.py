@@ -17,9 +17,9 @@ import os
 import re
 import struct
 import sys
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterator
 
+from .._plain import Plain
 from ..errors import FormatError, require
 from ..kernel import abi
 from ..records.attrs import id_pos, is_pos
@@ -52,32 +52,59 @@ _RUN, _RUN_INNER = -1, -2
 _RUN_BREAK = frozenset({R.AUXTRACE, R.COMPRESSED, R.COMPRESSED2, R.HEADER_ATTR, R.EVENT_UPDATE, R.HEADER_FEATURE})
 
 
-@dataclass
-class Section:
+class Section(Plain):
     """``struct perf_file_section {u64 offset; u64 size;}``"""
+
+    _fields = ("offset", "size")
 
     offset: int
     size: int
 
+    def __init__(self, offset: int, size: int) -> None:
+        self.offset = offset
+        self.size = size
 
-@dataclass
-class FileHeader:
+
+class FileHeader(Plain):
     """``struct perf_file_header`` (file mode) or the 16-byte pipe header."""
+
+    _fields = ("magic", "size", "pipe", "attr_size", "attrs", "data", "event_types", "feature_bits")
 
     magic: bytes
     size: int
     pipe: bool
-    attr_size: int = 0
-    attrs: Section = field(default_factory=lambda: Section(0, 0))
-    data: Section = field(default_factory=lambda: Section(0, 0))
-    event_types: Section = field(default_factory=lambda: Section(0, 0))
+    attr_size: int
+    attrs: Section
+    data: Section
+    event_types: Section
     #: feature bit numbers set in ``flags[4]``, ascending
-    feature_bits: list[int] = field(default_factory=list)
+    feature_bits: list[int]
+
+    def __init__(
+        self,
+        magic: bytes,
+        size: int,
+        pipe: bool,
+        attr_size: int = 0,
+        attrs: Section | None = None,
+        data: Section | None = None,
+        event_types: Section | None = None,
+        feature_bits: list[int] | None = None,
+    ) -> None:
+        self.magic = magic
+        self.size = size
+        self.pipe = pipe
+        self.attr_size = attr_size
+        self.attrs = Section(0, 0) if attrs is None else attrs
+        self.data = Section(0, 0) if data is None else data
+        self.event_types = Section(0, 0) if event_types is None else event_types
+        self.feature_bits = [] if feature_bits is None else feature_bits
 
 
-@dataclass
-class AuxtraceBuffer:
+class AuxtraceBuffer(Plain):
     """A ``PERF_RECORD_AUXTRACE`` and the AUX area data that follows it in the file."""
+
+    _fields = ("file_offset", "size", "offset", "reference", "idx", "tid", "cpu", "data")
 
     file_offset: int
     size: int
@@ -87,6 +114,26 @@ class AuxtraceBuffer:
     tid: int
     cpu: int
     data: memoryview
+
+    def __init__(
+        self,
+        file_offset: int,
+        size: int,
+        offset: int,
+        reference: int,
+        idx: int,
+        tid: int,
+        cpu: int,
+        data: memoryview,
+    ) -> None:
+        self.file_offset = file_offset
+        self.size = size
+        self.offset = offset
+        self.reference = reference
+        self.idx = idx
+        self.tid = tid
+        self.cpu = cpu
+        self.data = data
 
 
 def _seekable(fileobj) -> bool:

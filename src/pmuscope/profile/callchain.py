@@ -206,12 +206,15 @@ def frame_label(p: Profile, frame: int) -> str:
     return f"{ip:#x}" if ip else "0"
 
 
-# fixed odd multipliers, one per chain position, for the chain hash
-_MULT = np.random.default_rng(0x9E3779B97F4A7C15).integers(1, 1 << 63, size=256, dtype=np.uint64) * 2 + 1
+# fixed odd multipliers, one per chain position, for the chain hash (drawn on
+# first use: importing numpy.random costs ~8 ms of every report's start-up)
+_MULT = None
 
 
 def _multipliers(n: int) -> np.ndarray:
     global _MULT
+    if _MULT is None:
+        _MULT = np.random.default_rng(0x9E3779B97F4A7C15).integers(1, 1 << 63, size=256, dtype=np.uint64) * 2 + 1
     if n > len(_MULT):
         more = np.random.default_rng(n).integers(1, 1 << 63, size=n - len(_MULT), dtype=np.uint64) * 2 + 1
         _MULT = np.concatenate((_MULT, more))

@@ -1,5 +1,5 @@
 """Decoding of perf records: every ``PERF_RECORD_*`` and every ``PERF_SAMPLE_*``
-field, into columnar sample batches and small side-band dataclasses.
+field, into columnar sample batches and small side-band value classes.
 
 The raw-chunk interface
 =======================
@@ -30,7 +30,7 @@ to a ``struct`` loop (:func:`parse_sample`) with the same result.
       ``attr_index`` says which :class:`AttrTable` entry each sample belongs to).
       A batch ends where a side-band record sits between samples, so applying
       items in order keeps COMM/MMAP/FORK state correct for the samples after.
-    * one small dataclass per side-band record (:class:`Mmap`, :class:`Mmap2`,
+    * one small value class per side-band record (:class:`Mmap`, :class:`Mmap2`,
       :class:`Comm`, :class:`Fork`, :class:`Exit`, :class:`Lost`,
       :class:`LostSamples`, :class:`Throttle`, :class:`Unthrottle`,
       :class:`Switch`, :class:`SwitchCpuWide`, :class:`Namespaces`,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from .._plain import Plain
 from .. import errors
 from ..kernel import abi
 
@@ -48,14 +48,28 @@ def sample_id_size(sample_type: int) -> int:
     return 8 * bin(int(sample_type) & int(SAMPLE_ID_BITS)).count("1")
 
 
-@dataclass
-class AttrEntry:
+class AttrEntry(Plain):
     """One event of the stream: its attr, the ids its fds got, a display name."""
+
+    _fields = ("index", "attr", "ids", "name")
 
     index: int
     attr: abi.perf_event_attr
-    ids: list[int] = field(default_factory=list)
-    name: str | None = None
+    ids: list[int]
+    name: str | None
+
+    def __init__(
+        self,
+        index: int,
+        attr: abi.perf_event_attr,
+        ids: list[int] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.index = index
+        self.attr = attr
+        self.ids = [] if ids is None else ids
+        self.name = name
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         a = self.attr

@@ -201,7 +201,7 @@ def decode(
     auxtrace_inline: bool = False,
 ) -> Iterator[object]:
     """Decode a chunk of whole records; yield :class:`SampleBatch` runs and
-    side-band dataclasses in record order (see the package docstring).
+    side-band records in record order (see the package docstring).
 
     ``user_records``: yield perf's own record types (>= 64) as
     :class:`UserRecord`; ``unknown_records``: yield an :class:`UnknownRecord`

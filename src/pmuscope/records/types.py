@@ -1,5 +1,9 @@
-"""Side-band records (everything but PERF_RECORD_SAMPLE) as small dataclasses,
+"""Side-band records (everything but PERF_RECORD_SAMPLE) as small value classes,
 their parsers, and the decode statistics.
+
+The classes are written out (``__slots__``, ``__init__``) on :class:`~pmuscope._plain.Plain`
+rather than made by ``@dataclass``: 26 dataclasses cost ~7 ms of every
+``report``/``script`` start-up.
 
 Layouts: ``include/uapi/linux/perf_event.h`` ``enum perf_event_type``.
 """
@@ -9,10 +13,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import struct
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 from .. import errors
+from .._plain import Plain
 from ..kernel import abi
 from .attrs import AttrEntry, AttrTable
 
@@ -28,31 +31,69 @@ def _fmt_err(offset: int, what: str) -> errors.FormatError:
     return errors.FormatError(f"malformed record at byte offset {offset}: {what}", offset=offset)
 
 
-@dataclass(slots=True)
-class SampleId:
+class SampleId(Plain):
     """The ``struct sample_id`` trailer of a side-band record (``sample_id_all``).
     Fields the attr did not ask for are None."""
 
-    pid: int | None = None
-    tid: int | None = None
-    time: int | None = None
-    id: int | None = None
-    stream_id: int | None = None
-    cpu: int | None = None
-    identifier: int | None = None
+    __slots__ = ("pid", "tid", "time", "id", "stream_id", "cpu", "identifier")
+    _fields = __slots__
+
+    pid: int | None
+    tid: int | None
+    time: int | None
+    id: int | None
+    stream_id: int | None
+    cpu: int | None
+    identifier: int | None
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        tid: int | None = None,
+        time: int | None = None,
+        id: int | None = None,
+        stream_id: int | None = None,
+        cpu: int | None = None,
+        identifier: int | None = None,
+    ) -> None:
+        self.pid = pid
+        self.tid = tid
+        self.time = time
+        self.id = id
+        self.stream_id = stream_id
+        self.cpu = cpu
+        self.identifier = identifier
 
 
-@dataclass(slots=True)
-class ReadValues:
+class ReadValues(Plain):
     """``struct read_format`` (PERF_RECORD_READ and PERF_SAMPLE_READ). For a
     group, ``values``/``ids``/``lost`` have one entry per member; otherwise one."""
 
+    __slots__ = ("values", "time_enabled", "time_running", "ids", "lost", "group")
+    _fields = __slots__
+
     values: list[int]
-    time_enabled: int | None = None
-    time_running: int | None = None
-    ids: list[int] | None = None
-    lost: list[int] | None = None
-    group: bool = False
+    time_enabled: int | None
+    time_running: int | None
+    ids: list[int] | None
+    lost: list[int] | None
+    group: bool
+
+    def __init__(
+        self,
+        values: list[int],
+        time_enabled: int | None = None,
+        time_running: int | None = None,
+        ids: list[int] | None = None,
+        lost: list[int] | None = None,
+        group: bool = False,
+    ) -> None:
+        self.values = values
+        self.time_enabled = time_enabled
+        self.time_running = time_running
+        self.ids = ids
+        self.lost = lost
+        self.group = group
 
 
 def parse_read_format(buf, pos: int, end: int, read_format: int, offset_for_errors: int) -> tuple[ReadValues, int]:
@@ -103,16 +144,22 @@ def read_format_size(read_format: int, nr: int = 1) -> int:
 # --- the records ------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Record:
+class Record(Plain):
     """Common part: byte ``offset`` of the record in its stream, header ``misc``,
     and the ``sample_id`` trailer (None without ``sample_id_all``)."""
+
+    __slots__ = ("offset", "misc", "sample_id")
+    _fields = __slots__
+    type = 0
 
     offset: int
     misc: int
     sample_id: SampleId | None
 
-    type: ClassVar[int] = 0
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
 
     @property
     def time(self) -> int | None:
@@ -127,21 +174,49 @@ class Record:
         return self.misc & abi.PERF_RECORD_MISC_CPUMODE_MASK
 
 
-@dataclass(slots=True)
 class Mmap(Record):
+    __slots__ = ("pid", "tid", "addr", "len", "pgoff", "filename")
+    _fields = Record._fields + __slots__
+    type = R.MMAP
+
     pid: int
     tid: int
     addr: int
     len: int
     pgoff: int
     filename: str
-    type: ClassVar[int] = R.MMAP
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        tid: int,
+        addr: int,
+        len: int,
+        pgoff: int,
+        filename: str,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
+        self.addr = addr
+        self.len = len
+        self.pgoff = pgoff
+        self.filename = filename
 
 
-@dataclass(slots=True)
 class Mmap2(Record):
     """MMAP2: ``maj``/``min``/``ino``/``ino_generation``, or ``build_id`` when misc
     has PERF_RECORD_MISC_MMAP_BUILD_ID (then the inode fields are None)."""
+
+    __slots__ = ("pid", "tid", "addr", "len", "pgoff", "maj", "min", "ino", "ino_generation", "build_id", "prot", "flags",
+                 "filename")
+    _fields = Record._fields + __slots__
+    type = R.MMAP2
 
     pid: int
     tid: int
@@ -156,15 +231,60 @@ class Mmap2(Record):
     prot: int
     flags: int
     filename: str
-    type: ClassVar[int] = R.MMAP2
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        tid: int,
+        addr: int,
+        len: int,
+        pgoff: int,
+        maj: int | None,
+        min: int | None,
+        ino: int | None,
+        ino_generation: int | None,
+        build_id: bytes | None,
+        prot: int,
+        flags: int,
+        filename: str,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
+        self.addr = addr
+        self.len = len
+        self.pgoff = pgoff
+        self.maj = maj
+        self.min = min
+        self.ino = ino
+        self.ino_generation = ino_generation
+        self.build_id = build_id
+        self.prot = prot
+        self.flags = flags
+        self.filename = filename
 
 
-@dataclass(slots=True)
 class Comm(Record):
+    __slots__ = ("pid", "tid", "comm")
+    _fields = Record._fields + __slots__
+    type = R.COMM
+
     pid: int
     tid: int
     comm: str
-    type: ClassVar[int] = R.COMM
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, pid: int, tid: int, comm: str) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
+        self.comm = comm
 
     @property
     def exec(self) -> bool:
@@ -172,62 +292,165 @@ class Comm(Record):
         return bool(self.misc & abi.PERF_RECORD_MISC_COMM_EXEC)
 
 
-@dataclass(slots=True)
 class Fork(Record):
+    __slots__ = ("pid", "ppid", "tid", "ptid", "fork_time")
+    _fields = Record._fields + __slots__
+    type = R.FORK
+
     pid: int
     ppid: int
     tid: int
     ptid: int
     fork_time: int
-    type: ClassVar[int] = R.FORK
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        ppid: int,
+        tid: int,
+        ptid: int,
+        fork_time: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.ppid = ppid
+        self.tid = tid
+        self.ptid = ptid
+        self.fork_time = fork_time
 
 
-@dataclass(slots=True)
 class Exit(Record):
+    __slots__ = ("pid", "ppid", "tid", "ptid", "exit_time")
+    _fields = Record._fields + __slots__
+    type = R.EXIT
+
     pid: int
     ppid: int
     tid: int
     ptid: int
     exit_time: int
-    type: ClassVar[int] = R.EXIT
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        ppid: int,
+        tid: int,
+        ptid: int,
+        exit_time: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.ppid = ppid
+        self.tid = tid
+        self.ptid = ptid
+        self.exit_time = exit_time
 
 
-@dataclass(slots=True)
 class Lost(Record):
     """The kernel dropped ``lost`` records of event ``id`` (ring buffer full)."""
 
+    __slots__ = ("id", "lost")
+    _fields = Record._fields + __slots__
+    type = R.LOST
+
     id: int
     lost: int
-    type: ClassVar[int] = R.LOST
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, id: int, lost: int) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.id = id
+        self.lost = lost
 
 
-@dataclass(slots=True)
 class LostSamples(Record):
     """``lost`` samples dropped before reaching the buffer (e.g. PEBS/SPE)."""
 
+    __slots__ = ("lost",)
+    _fields = Record._fields + __slots__
+    type = R.LOST_SAMPLES
+
     lost: int
-    type: ClassVar[int] = R.LOST_SAMPLES
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, lost: int) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.lost = lost
 
 
-@dataclass(slots=True)
 class Throttle(Record):
+    __slots__ = ("throttle_time", "id", "stream_id")
+    _fields = Record._fields + __slots__
+    type = R.THROTTLE
+
     throttle_time: int
     id: int
     stream_id: int
-    type: ClassVar[int] = R.THROTTLE
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        throttle_time: int,
+        id: int,
+        stream_id: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.throttle_time = throttle_time
+        self.id = id
+        self.stream_id = stream_id
 
 
-@dataclass(slots=True)
 class Unthrottle(Record):
+    __slots__ = ("throttle_time", "id", "stream_id")
+    _fields = Record._fields + __slots__
+    type = R.UNTHROTTLE
+
     throttle_time: int
     id: int
     stream_id: int
-    type: ClassVar[int] = R.UNTHROTTLE
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        throttle_time: int,
+        id: int,
+        stream_id: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.throttle_time = throttle_time
+        self.id = id
+        self.stream_id = stream_id
 
 
-@dataclass(slots=True)
 class Switch(Record):
-    type: ClassVar[int] = R.SWITCH
+    __slots__ = ()
+    _fields = Record._fields + __slots__
+    type = R.SWITCH
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
 
     @property
     def out(self) -> bool:
@@ -238,13 +461,29 @@ class Switch(Record):
         return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
 
 
-@dataclass(slots=True)
 class SwitchCpuWide(Record):
     """``next_prev_pid``/``tid``: the task switched to (on out) or from (on in)."""
 
+    __slots__ = ("next_prev_pid", "next_prev_tid")
+    _fields = Record._fields + __slots__
+    type = R.SWITCH_CPU_WIDE
+
     next_prev_pid: int
     next_prev_tid: int
-    type: ClassVar[int] = R.SWITCH_CPU_WIDE
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        next_prev_pid: int,
+        next_prev_tid: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.next_prev_pid = next_prev_pid
+        self.next_prev_tid = next_prev_tid
 
     @property
     def out(self) -> bool:
@@ -255,62 +494,167 @@ class SwitchCpuWide(Record):
         return bool(self.misc & abi.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
 
 
-@dataclass(slots=True)
 class Namespaces(Record):
     """``namespaces``: (dev, inode) per namespace, indexed by NET_NS_INDEX ..."""
+
+    __slots__ = ("pid", "tid", "namespaces")
+    _fields = Record._fields + __slots__
+    type = R.NAMESPACES
 
     pid: int
     tid: int
     namespaces: list[tuple[int, int]]
-    type: ClassVar[int] = R.NAMESPACES
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        tid: int,
+        namespaces: list[tuple[int, int]],
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
+        self.namespaces = namespaces
 
 
-@dataclass(slots=True)
 class Ksymbol(Record):
+    __slots__ = ("addr", "len", "ksym_type", "flags", "name")
+    _fields = Record._fields + __slots__
+    type = R.KSYMBOL
+
     addr: int
     len: int
     ksym_type: int
     flags: int
     name: str
-    type: ClassVar[int] = R.KSYMBOL
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        addr: int,
+        len: int,
+        ksym_type: int,
+        flags: int,
+        name: str,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.addr = addr
+        self.len = len
+        self.ksym_type = ksym_type
+        self.flags = flags
+        self.name = name
 
     @property
     def unregister(self) -> bool:
         return bool(self.flags & abi.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER)
 
 
-@dataclass(slots=True)
 class BpfEvent(Record):
+    __slots__ = ("bpf_event_type", "flags", "id", "tag")
+    _fields = Record._fields + __slots__
+    type = R.BPF_EVENT
+
     bpf_event_type: int
     flags: int
     id: int
     tag: bytes
-    type: ClassVar[int] = R.BPF_EVENT
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        bpf_event_type: int,
+        flags: int,
+        id: int,
+        tag: bytes,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.bpf_event_type = bpf_event_type
+        self.flags = flags
+        self.id = id
+        self.tag = tag
 
 
-@dataclass(slots=True)
 class Cgroup(Record):
+    __slots__ = ("id", "path")
+    _fields = Record._fields + __slots__
+    type = R.CGROUP
+
     id: int
     path: str
-    type: ClassVar[int] = R.CGROUP
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, id: int, path: str) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.id = id
+        self.path = path
 
 
-@dataclass(slots=True)
 class TextPoke(Record):
+    __slots__ = ("addr", "old_bytes", "new_bytes")
+    _fields = Record._fields + __slots__
+    type = R.TEXT_POKE
+
     addr: int
     old_bytes: bytes
     new_bytes: bytes
-    type: ClassVar[int] = R.TEXT_POKE
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        addr: int,
+        old_bytes: bytes,
+        new_bytes: bytes,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.addr = addr
+        self.old_bytes = old_bytes
+        self.new_bytes = new_bytes
 
 
-@dataclass(slots=True)
 class Aux(Record):
     """New data landed in the AUX area at ``aux_offset`` (``flags``: PERF_AUX_FLAG_*)."""
+
+    __slots__ = ("aux_offset", "aux_size", "flags")
+    _fields = Record._fields + __slots__
+    type = R.AUX
 
     aux_offset: int
     aux_size: int
     flags: int
-    type: ClassVar[int] = R.AUX
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        aux_offset: int,
+        aux_size: int,
+        flags: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.aux_offset = aux_offset
+        self.aux_size = aux_size
+        self.flags = flags
 
     @property
     def truncated(self) -> bool:
@@ -321,67 +665,142 @@ class Aux(Record):
         return bool(self.flags & abi.PERF_AUX_FLAG_COLLISION)
 
 
-@dataclass(slots=True)
 class ItraceStart(Record):
+    __slots__ = ("pid", "tid")
+    _fields = Record._fields + __slots__
+    type = R.ITRACE_START
+
     pid: int
     tid: int
-    type: ClassVar[int] = R.ITRACE_START
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, pid: int, tid: int) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
 
 
-@dataclass(slots=True)
 class AuxOutputHwId(Record):
+    __slots__ = ("hw_id",)
+    _fields = Record._fields + __slots__
+    type = R.AUX_OUTPUT_HW_ID
+
     hw_id: int
-    type: ClassVar[int] = R.AUX_OUTPUT_HW_ID
+
+    def __init__(self, offset: int, misc: int, sample_id: SampleId | None, hw_id: int) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.hw_id = hw_id
 
 
-@dataclass(slots=True)
 class Read(Record):
+    __slots__ = ("pid", "tid", "values")
+    _fields = Record._fields + __slots__
+    type = R.READ
+
     pid: int
     tid: int
     values: ReadValues
-    type: ClassVar[int] = R.READ
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        pid: int,
+        tid: int,
+        values: ReadValues,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.pid = pid
+        self.tid = tid
+        self.values = values
 
 
-@dataclass(slots=True)
-class UserRecord:
+class UserRecord(Plain):
     """A record type >= 64 (written by perf, not the kernel), passed through raw:
     ``data`` is the whole record including its 8-byte header; for
     PERF_RECORD_AUXTRACE, ``payload`` holds the AUX bytes that follow it."""
+
+    __slots__ = ("offset", "type", "misc", "data", "payload")
+    _fields = __slots__
 
     offset: int
     type: int
     misc: int
     data: bytes
-    payload: bytes | None = None
+    payload: bytes | None
+
+    def __init__(self, offset: int, type: int, misc: int, data: bytes, payload: bytes | None = None) -> None:
+        self.offset = offset
+        self.type = type
+        self.misc = misc
+        self.data = data
+        self.payload = payload
 
 
-@dataclass(slots=True)
-class UnknownRecord:
+class UnknownRecord(Plain):
     """A kernel record type this decoder does not know (only yielded on request)."""
+
+    __slots__ = ("offset", "type", "misc", "size")
+    _fields = __slots__
 
     offset: int
     type: int
     misc: int
     size: int
 
+    def __init__(self, offset: int, type: int, misc: int, size: int) -> None:
+        self.offset = offset
+        self.type = type
+        self.misc = misc
+        self.size = size
 
-@dataclass
-class DecodeStats:
+
+class DecodeStats(Plain):
     """Counters kept while decoding; shared across the chunks of one stream."""
 
-    records: dict[int, int] = field(default_factory=dict)
-    samples: int = 0
+    _fields = ("records", "samples", "lost", "lost_samples", "throttle", "unthrottle", "unknown", "unknown_id", "bytes")
+
+    records: dict[int, int]
+    samples: int
     #: sum of PERF_RECORD_LOST.lost (records the kernel could not write)
-    lost: int = 0
+    lost: int
     #: sum of PERF_RECORD_LOST_SAMPLES.lost
-    lost_samples: int = 0
-    throttle: int = 0
-    unthrottle: int = 0
+    lost_samples: int
+    throttle: int
+    unthrottle: int
     #: kernel record types (< 64) this decoder does not know, skipped by size
-    unknown: int = 0
+    unknown: int
     #: SAMPLE records whose id matches no attr (dropped, as perf does)
-    unknown_id: int = 0
-    bytes: int = 0
+    unknown_id: int
+    bytes: int
+
+    def __init__(
+        self,
+        records: dict[int, int] | None = None,
+        samples: int = 0,
+        lost: int = 0,
+        lost_samples: int = 0,
+        throttle: int = 0,
+        unthrottle: int = 0,
+        unknown: int = 0,
+        unknown_id: int = 0,
+        bytes: int = 0,
+    ) -> None:
+        self.records = {} if records is None else records
+        self.samples = samples
+        self.lost = lost
+        self.lost_samples = lost_samples
+        self.throttle = throttle
+        self.unthrottle = unthrottle
+        self.unknown = unknown
+        self.unknown_id = unknown_id
+        self.bytes = bytes
 
     def count(self, rtype: int, n: int = 1) -> None:
         self.records[rtype] = self.records.get(rtype, 0) + n

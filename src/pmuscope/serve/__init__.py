@@ -13,16 +13,21 @@ Names mirror node_exporter's perf collector with the ``pmuscope_`` prefix
 (``pmuscope_perf_cpucycles_total{cpu="0"}``); see :mod:`pmuscope.serve.names`.
 """
 
-from .collector import CounterExporter, Health, Source, default_events, has_hardware_pmu, open_exporter, read_proc_stat
-from .exposition import (
-    OPENMETRICS_CONTENT_TYPE,
-    TEXT_CONTENT_TYPE,
-    MetricFamily,
-    negotiate,
-    render,
-)
-from .names import EventMetric, event_metric
-from .server import DEFAULT_ADDRESS, DEFAULT_PORT, MetricsServer, is_loopback, write_textfile
+from pmuscope._lazy import lazy_exports
+
+#: imported on first use (PEP 562): `pmuscope --help` needs the server's
+#: defaults, not the collector (numpy) or the HTTP server
+_LAZY = {
+    **{name: ".collector" for name in ("CounterExporter", "Health", "Source", "default_events", "has_hardware_pmu",
+                                       "open_exporter", "read_proc_stat")},
+    **{name: ".exposition" for name in ("OPENMETRICS_CONTENT_TYPE", "TEXT_CONTENT_TYPE", "MetricFamily", "negotiate",
+                                        "render")},
+    **{name: ".names" for name in ("EventMetric", "event_metric")},
+    **{name: ".server" for name in ("DEFAULT_ADDRESS", "DEFAULT_PORT", "MetricsServer", "is_loopback",
+                                    "write_textfile")},
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "CounterExporter",

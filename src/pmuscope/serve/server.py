@@ -15,10 +15,13 @@ import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING
 
 from .. import errors
-from .collector import CounterExporter
 from .exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, negotiate, render
+
+if TYPE_CHECKING:  # annotations only: the collector imports numpy, `pmuscope --help` needs these defaults
+    from .collector import CounterExporter
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 9645

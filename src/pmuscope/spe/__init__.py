@@ -6,21 +6,20 @@ text, columnar record tables and spe-parser compatible CSV/Parquet output.
 >>> recs.pc[recs.is_load], recs.tot_lat[recs.is_load]        # doctest: +SKIP
 """
 
-from .packets import (
-    SpePacket,
-    SpePacketType,
-    describe,
-    dump_header,
-    dump_lines,
-    encode_alignment,
-    encode_packet,
-    event_names,
-    get_packet,
-    iter_packets,
-)
-from .decode import PacketArrays, decode_packets
-from .records import SpeRecords, decode_records, perf_data_va, perf_ip, perf_pa
-from .tables import BRANCH_COLS, LDST_COLS, OTHER_COLS, spe_parser_tables, write_tables
+from pmuscope._lazy import lazy_exports
+
+#: imported on first use (PEP 562): ``load_profile`` asks ``spe.synth`` whether a
+#: file holds SPE data, which must not cost the packet decoder and its tables
+_LAZY = {
+    **{name: ".packets" for name in ("SpePacket", "SpePacketType", "describe", "dump_header", "dump_lines",
+                                     "encode_alignment", "encode_packet", "event_names", "get_packet",
+                                     "iter_packets")},
+    **{name: ".decode" for name in ("PacketArrays", "decode_packets")},
+    **{name: ".records" for name in ("SpeRecords", "decode_records", "perf_data_va", "perf_ip", "perf_pa")},
+    **{name: ".tables" for name in ("BRANCH_COLS", "LDST_COLS", "OTHER_COLS", "spe_parser_tables", "write_tables")},
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "SpePacket",

@@ -42,10 +42,10 @@ import re
 import struct
 import sys
 import tempfile
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._plain import Plain
 from ..kernel import abi
 from ..perfdata import Feature
 
@@ -61,12 +61,23 @@ SAMPLE_TYPE_BASE = int(S.IDENTIFIER | S.IP | S.TID | S.ADDR | S.CPU | S.PERIOD |
 KERNEL_START = 0xFFFF000000000000
 
 
-@dataclass
-class ItraceOptions:
-    letters: str = DEFAULT_LETTERS
+class ItraceOptions(Plain):
+    _fields = ("letters", "period", "warnings")
+
+    letters: str
     #: instruction period (None: no instruction-based period given)
-    period: int | None = None
-    warnings: list[str] = field(default_factory=list)
+    period: int | None
+    warnings: list[str]
+
+    def __init__(
+        self,
+        letters: str = DEFAULT_LETTERS,
+        period: int | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.letters = letters
+        self.period = period
+        self.warnings = [] if warnings is None else warnings
 
     def wants(self, letter: str) -> bool:
         return letter in self.letters

@@ -14,15 +14,26 @@ perf does, fast.
 - :func:`demangle` — C++ (libstdc++'s ``__cxa_demangle``) and Rust.
 """
 
+from pmuscope._lazy import lazy_exports
+
+# not lazy: the submodule has the name of its function, and a lazy import of
+# the module would leave the module, not the function, as ``symbols.demangle``
 from .demangle import cxa_demangle_available, demangle, demangle_cxx, demangle_rust
-from .dso import DsoCache, ElfDso, debug_file_candidates, load_elf_dso, shared_cache
-from .elf import ElfFile, RawSymbols, Section, Segment
-from .kernel import KERNEL_DSO, KernelSymbols, ModuleRange, parse_modules
-from .maps import AddressSpace, Mapping, Maps
-from .jitdump import JitDump, JitDumpMap, parse_jitdump
-from .perfmap import PerfMap, parse_perf_map
-from .symbolizer import UNKNOWN, Resolved, Symbolizer
-from .table import SymbolTable
+
+#: imported on first use (PEP 562): e.g. a user of ``SymbolTable`` does not
+#: need the symbolizer, and a decoder does not need the ELF reader
+_LAZY = {
+    **{name: ".dso" for name in ("DsoCache", "ElfDso", "debug_file_candidates", "load_elf_dso", "shared_cache")},
+    **{name: ".elf" for name in ("ElfFile", "RawSymbols", "Section", "Segment")},
+    **{name: ".kernel" for name in ("KERNEL_DSO", "KernelSymbols", "ModuleRange", "parse_modules")},
+    **{name: ".maps" for name in ("AddressSpace", "Mapping", "Maps")},
+    **{name: ".jitdump" for name in ("JitDump", "JitDumpMap", "parse_jitdump")},
+    **{name: ".perfmap" for name in ("PerfMap", "parse_perf_map")},
+    **{name: ".symbolizer" for name in ("UNKNOWN", "Resolved", "Symbolizer")},
+    "SymbolTable": ".table",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "AddressSpace", "DsoCache", "ElfDso", "ElfFile", "JitDump", "JitDumpMap", "KERNEL_DSO", "KernelSymbols", "Mapping",

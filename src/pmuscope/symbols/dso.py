@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-from dataclasses import dataclass
 
 import numpy as np
 
+from .._plain import Plain
 from ..errors import FormatError
 from .elf import ET_EXEC, PF_X, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile, RawSymbols
 from .table import SymbolTable
@@ -62,10 +62,11 @@ def debug_file_candidates(path: str, build_id: str | None, debuglink: str | None
     return out
 
 
-@dataclass
-class ElfDso:
+class ElfDso(Plain):
     """A parsed ELF DSO: program headers of the runtime binary (for file
     offset -> vaddr) and the symbol table from the best source."""
+
+    _fields = ("path", "elf", "table", "build_id", "symtab_path", "symtab_section", "how")
 
     path: str
     elf: ElfFile | None
@@ -74,6 +75,24 @@ class ElfDso:
     symtab_path: str | None
     symtab_section: str | None
     how: str
+
+    def __init__(
+        self,
+        path: str,
+        elf: ElfFile | None,
+        table: SymbolTable,
+        build_id: str | None,
+        symtab_path: str | None,
+        symtab_section: str | None,
+        how: str,
+    ) -> None:
+        self.path = path
+        self.elf = elf
+        self.table = table
+        self.build_id = build_id
+        self.symtab_path = symtab_path
+        self.symtab_section = symtab_section
+        self.how = how
 
     @property
     def is_exec(self) -> bool:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._plain import Plain
 from ..errors import FormatError
 from .table import SymbolTable
 
@@ -32,9 +32,10 @@ _MOVE = struct.Struct("<IIQQQQQ")         # pid tid vma old_code_addr new_code_a
 _UNWIND = struct.Struct("<QQQ")           # unwinding_size eh_frame_hdr_size mapped_size
 
 
-@dataclass
-class CodeLoad:
+class CodeLoad(Plain):
     """One ``JIT_CODE_LOAD``: ``name`` at ``code_addr`` for ``code_size`` bytes."""
+
+    _fields = ("timestamp", "pid", "tid", "vma", "code_addr", "code_size", "code_index", "name", "code", "unwinding", "eh_frame_hdr_size")
 
     timestamp: int
     pid: int
@@ -44,21 +45,66 @@ class CodeLoad:
     code_size: int
     code_index: int
     name: str
-    code: bytes = b""
+    code: bytes
     #: the .eh_frame + .eh_frame_hdr of the ``JIT_CODE_UNWINDING_INFO`` before it, if any
-    unwinding: bytes = b""
-    eh_frame_hdr_size: int = 0
+    unwinding: bytes
+    eh_frame_hdr_size: int
+
+    def __init__(
+        self,
+        timestamp: int,
+        pid: int,
+        tid: int,
+        vma: int,
+        code_addr: int,
+        code_size: int,
+        code_index: int,
+        name: str,
+        code: bytes = b"",
+        unwinding: bytes = b"",
+        eh_frame_hdr_size: int = 0,
+    ) -> None:
+        self.timestamp = timestamp
+        self.pid = pid
+        self.tid = tid
+        self.vma = vma
+        self.code_addr = code_addr
+        self.code_size = code_size
+        self.code_index = code_index
+        self.name = name
+        self.code = code
+        self.unwinding = unwinding
+        self.eh_frame_hdr_size = eh_frame_hdr_size
 
 
-@dataclass
-class JitDump:
+class JitDump(Plain):
+    _fields = ("pid", "elf_mach", "timestamp", "flags", "loads", "moves", "truncated")
+
     pid: int
     elf_mach: int
     timestamp: int
     flags: int
-    loads: list[CodeLoad] = field(default_factory=list)
-    moves: int = 0
-    truncated: bool = False
+    loads: list[CodeLoad]
+    moves: int
+    truncated: bool
+
+    def __init__(
+        self,
+        pid: int,
+        elf_mach: int,
+        timestamp: int,
+        flags: int,
+        loads: list[CodeLoad] | None = None,
+        moves: int = 0,
+        truncated: bool = False,
+    ) -> None:
+        self.pid = pid
+        self.elf_mach = elf_mach
+        self.timestamp = timestamp
+        self.flags = flags
+        self.loads = [] if loads is None else loads
+        self.moves = moves
+        self.truncated = truncated
 
 
 def parse_jitdump(data: bytes) -> JitDump:

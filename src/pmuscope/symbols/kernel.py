@@ -14,10 +14,10 @@ address resolves; perf says the same ("kernel symbols are restricted").
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._plain import Plain
 from ..errors import FormatError
 from .table import SymbolTable
 
@@ -26,13 +26,19 @@ KERNEL_DSO = "[kernel.kallsyms]"
 _KEEP_TYPES = frozenset(b"TtWwDdBb")
 
 
-@dataclass
-class ModuleRange:
+class ModuleRange(Plain):
     """One loaded module: ``[start, start + size)``."""
+
+    _fields = ("name", "start", "size")
 
     name: str
     start: int
     size: int
+
+    def __init__(self, name: str, start: int, size: int) -> None:
+        self.name = name
+        self.start = start
+        self.size = size
 
     @property
     def dso(self) -> str:
@@ -72,8 +78,7 @@ def _hidden_reason(procfs_root: str) -> str:
             "kptr_restrict=0 and perf_event_paranoid<=1, to see kernel symbols")
 
 
-@dataclass
-class KernelSymbols:
+class KernelSymbols(Plain):
     """Kernel and module symbols, one :class:`SymbolTable` each.
 
     Use :meth:`load` (injectable ``procfs_root``) or :meth:`parse`.
@@ -81,13 +86,31 @@ class KernelSymbols:
     the symbol index into ``tables[dso]`` and the offset.
     """
 
-    tables: dict[str, SymbolTable] = field(default_factory=dict)
-    modules: list[ModuleRange] = field(default_factory=list)
-    addresses_hidden: bool = False
-    kernel_start: int = 0
-    kernel_end: int = 0
+    _fields = ("tables", "modules", "addresses_hidden", "kernel_start", "kernel_end", "hidden_reason")
+
+    tables: dict[str, SymbolTable]
+    modules: list[ModuleRange]
+    addresses_hidden: bool
+    kernel_start: int
+    kernel_end: int
     #: why kernel addresses cannot be resolved (None when they can)
-    hidden_reason: str | None = None
+    hidden_reason: str | None
+
+    def __init__(
+        self,
+        tables: dict[str, SymbolTable] | None = None,
+        modules: list[ModuleRange] | None = None,
+        addresses_hidden: bool = False,
+        kernel_start: int = 0,
+        kernel_end: int = 0,
+        hidden_reason: str | None = None,
+    ) -> None:
+        self.tables = {} if tables is None else tables
+        self.modules = [] if modules is None else modules
+        self.addresses_hidden = addresses_hidden
+        self.kernel_start = kernel_start
+        self.kernel_end = kernel_end
+        self.hidden_reason = hidden_reason
 
     @classmethod
     def load(cls, procfs_root: str = "/proc") -> "KernelSymbols":

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import tempfile
-from dataclasses import dataclass
 
 import numpy as np
 
 from .demangle import demangle as _demangle
+from .._plain import Plain
 from .._np import uniq, uniq_inv
 from ..errors import FormatError, ProcessGoneError
 from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso, shared_cache
@@ -31,14 +31,21 @@ UNKNOWN = "[unknown]"
 _PERF_CONTEXT_MAX = np.uint64(0xFFFFFFFFFFFFF001)  # (u64)-4095
 
 
-@dataclass
-class Resolved:
+class Resolved(Plain):
     """Columnar result of :meth:`Symbolizer.resolve_many` (one row per input ip)."""
 
-    dso_id: np.ndarray  # int32, -1 = no mapping
-    sym_id: np.ndarray  # int64, -1 = no symbol
-    offset: np.ndarray  # uint64
+    _fields = ("dso_id", "sym_id", "offset", "symbolizer")
+
+    dso_id: np.ndarray
+    sym_id: np.ndarray
+    offset: np.ndarray
     symbolizer: "Symbolizer"
+
+    def __init__(self, dso_id: np.ndarray, sym_id: np.ndarray, offset: np.ndarray, symbolizer: "Symbolizer") -> None:
+        self.dso_id = dso_id
+        self.sym_id = sym_id
+        self.offset = offset
+        self.symbolizer = symbolizer
 
     def __len__(self) -> int:
         return len(self.dso_id)
