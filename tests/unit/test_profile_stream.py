@@ -1,0 +1,130 @@
+"""Reading a recording in chunks (``iter_profile_chunks``, what ``script``
+streams) gives the samples and the text of reading it whole, on every
+perf.data file in tests/data; ``script -G`` reads no call chains and prints
+what the whole profile's formatting prints without them."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from pmuscope import _policy
+from pmuscope.cli.main import main as cli_main
+from pmuscope.errors import PmuscopeError
+from pmuscope.profile import model
+from pmuscope.profile.model import iter_profile_chunks, join_chunks, load_profile
+from pmuscope.profile.script import ScriptFormatter, iter_script_bytes, parse_fields
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+
+
+def _corpus() -> list[str]:
+    out = []
+    for p in sorted(DATA.rglob("*")):
+        if p.is_file() and p.stat().st_size > 64:
+            with open(p, "rb") as f:
+                if f.read(8) == b"PERFILE2":
+                    out.append(str(p))
+    return out
+
+
+CORPUS = _corpus()
+COLUMNS = ("pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf", "stack",
+           "stack_offsets", "frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel")
+
+
+def _id(path: str) -> str:
+    return str(pathlib.Path(path).relative_to(DATA))
+
+
+def test_the_corpus_is_there():
+    # the files the equality tests below run on (a missing corpus must fail, not pass empty)
+    assert len(CORPUS) >= 15
+    assert any("perf-g-small" in p for p in CORPUS) and any("fibo.compressed2.pipe" in p for p in CORPUS)
+
+
+def _whole(path, **kw):
+    try:
+        return load_profile(path, kernel_symbols=False, **kw), None
+    except PmuscopeError as err:
+        return None, str(err)
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("size", [1, 7, 4096])
+def test_chunks_joined_are_the_whole_profile(path, size):
+    whole, err = _whole(path, keep_raw=True)
+    if err is not None:
+        with pytest.raises(PmuscopeError) as exc:
+            list(iter_profile_chunks(path, kernel_symbols=False, keep_raw=True, chunk_samples=size))
+        assert str(exc.value) == err
+        return
+    chunks = list(iter_profile_chunks(path, kernel_symbols=False, keep_raw=True, chunk_samples=size))
+    assert sum(len(c) for c in chunks) == len(whole)
+    joined = join_chunks(chunks)
+    for name in COLUMNS:
+        a, b = getattr(joined, name), getattr(whole, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert joined.comms == whole.comms
+    if whole.raw is not None:
+        assert np.array_equal(joined.raw, whole.raw) and np.array_equal(joined.raw_offsets, whole.raw_offsets)
+    # chunks one after another are in time order, as the whole profile is
+    if whole.has_time:
+        t = np.concatenate([c.time for c in chunks])
+        assert np.array_equal(t, whole.time)
+
+
+VARIANTS = [[], ["-G"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cpu,time,event,ip,sym,symoff,dso,period"],
+            ["-F", "comm,tid,time,event,trace"], ["--comm", "perf"]]
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("args", VARIANTS, ids=lambda a: " ".join(a) or "default")
+def test_streamed_script_is_the_whole_profile_text(path, args, capsysbinary, monkeypatch):
+    monkeypatch.setattr(_policy, "STRICT_READS", False)  # read as the commands read
+    fields = parse_fields(args[args.index("-F") + 1]) if "-F" in args else None
+    whole, err = _whole(path, keep_raw=fields is None or "trace" in fields)
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 5)  # many chunks, rounds cut anywhere
+    rc = cli_main(["script", "-i", path, "--no-kernel-symbols", *args])
+    out, cerr = capsysbinary.readouterr()
+    monkeypatch.setenv("PMUSCOPE_SCRIPT_STREAM", "0")  # the command's reference path: the whole profile
+    rc_ref = cli_main(["script", "-i", path, "--no-kernel-symbols", *args])
+    out_ref, cerr_ref = capsysbinary.readouterr()
+    assert (rc, out, cerr) == (rc_ref, out_ref, cerr_ref)
+    if err is not None:
+        assert rc != 0 and err.encode() in cerr
+        return
+    assert rc == 0
+    if "--comm" in args:
+        whole = whole.filter(comms=[args[args.index("--comm") + 1]])
+    ref = b"".join(iter_script_bytes(whole, fields, callchain="-G" not in args))
+    assert out == ref
+    if len(whole):
+        assert out
+
+
+@pytest.mark.parametrize("path", [p for p in CORPUS if "perf-g-small" in p or "callgraph" in p], ids=_id)
+def test_no_callchain_reads_leaves_only(path):
+    full = load_profile(path, kernel_symbols=False)
+    bare = load_profile(path, kernel_symbols=False, callchain=False)
+    assert full.has_callchain and not bare.has_callchain and len(bare.stack) == 0
+    assert len(bare.frame_ip) < len(full.frame_ip)  # the chains' frames were never resolved
+    for name in ("pid", "tid", "time", "period", "comm", "ip"):
+        assert np.array_equal(getattr(bare, name), getattr(full, name))
+    assert np.array_equal(bare.frame_ip[bare.leaf], full.frame_ip[full.leaf])
+    assert bare.frame_names(bare.leaf) == full.frame_names(full.leaf)
+    a = b"".join(iter_script_bytes(bare, None, callchain=False))
+    b = b"".join(iter_script_bytes(full, None, callchain=False))
+    assert a == b
+
+
+def test_formatter_builds_each_frame_text_once():
+    path = next(p for p in CORPUS if "fibo.compressed2.pipe" in p)  # a recording of many rounds
+    fmt = ScriptFormatter()
+    chunks = list(iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3))
+    assert len(chunks) > 3
+    text = b"".join(b"".join(fmt.format(c)) for c in chunks)
+    assert len(fmt._texts) == len(chunks[-1].frame_ip)
+    assert text == b"".join(iter_script_bytes(load_profile(path, kernel_symbols=False)))
