@@ -45,6 +45,13 @@ def test_the_corpus_is_there():
     assert any("perf-g-small" in p for p in CORPUS) and any("fibo.compressed2.pipe" in p for p in CORPUS)
 
 
+def _errors(text):
+    """stderr without warning lines (Python prints a warning once per process)."""
+    if isinstance(text, bytes):
+        return [ln for ln in text.splitlines() if b"warning:" not in ln]
+    return [ln for ln in text.splitlines() if "warning:" not in ln]
+
+
 def _whole(path, **kw):
     try:
         return load_profile(path, kernel_symbols=False, **kw), None
@@ -92,7 +99,7 @@ def test_streamed_script_is_the_whole_profile_text(path, args, capsysbinary, mon
     monkeypatch.setenv("PMUSCOPE_SCRIPT_STREAM", "0")  # the command's reference path: the whole profile
     rc_ref = cli_main(["script", "-i", path, "--no-kernel-symbols", *args])
     out_ref, cerr_ref = capsysbinary.readouterr()
-    assert (rc, out, cerr) == (rc_ref, out_ref, cerr_ref)
+    assert (rc, out, _errors(cerr)) == (rc_ref, out_ref, _errors(cerr_ref))
     if err is not None:
         assert rc != 0 and err.encode() in cerr
         return
@@ -128,3 +135,63 @@ def test_formatter_builds_each_frame_text_once():
     text = b"".join(b"".join(fmt.format(c)) for c in chunks)
     assert len(fmt._texts) == len(chunks[-1].frame_ip)
     assert text == b"".join(iter_script_bytes(load_profile(path, kernel_symbols=False)))
+
+
+REPORT_VARIANTS = [["--stdio"], ["--stdio", "--no-children"], ["--json"], ["--json", "--children"],
+                   ["--stdio", "--sort", "pid,cpu,sym"], ["--stdio", "--sort", "tid,dso", "-n"],
+                   ["--stdio", "-g", "caller"], ["--stdio", "--max-stack", "2"], ["--stdio", "-g", "fractal,0.5"],
+                   ["--stdio", "--comm", "perf"], ["--stdio", "--percent-limit", "5"]]
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("args", REPORT_VARIANTS, ids=" ".join)
+def test_collapsed_report_is_the_whole_profile_report(path, args, capsys, monkeypatch):
+    monkeypatch.setattr(_policy, "STRICT_READS", False)  # read as the commands read
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 1)  # chunks of 8 samples
+    from pmuscope.profile import collapse
+
+    seen = []
+    real = collapse.Collapser.profile
+
+    def spy(self):
+        prof = real(self)
+        seen.append(prof)
+        return prof
+    monkeypatch.setattr(collapse.Collapser, "profile", spy)
+    rc = cli_main(["report", "-i", path, "--no-kernel-symbols", *args])
+    out, err = capsys.readouterr()
+    monkeypatch.setenv("PMUSCOPE_REPORT_STREAM", "0")  # the reference: every sample held
+    rc_ref = cli_main(["report", "-i", path, "--no-kernel-symbols", *args])
+    out_ref, err_ref = capsys.readouterr()
+    assert (rc, out, _errors(err)) == (rc_ref, out_ref, _errors(err_ref))
+    if rc == 0:
+        assert out and len(seen) == 1  # the collapsed path ran
+        monkeypatch.setattr(_policy, "STRICT_READS", False)  # the command set it back
+        whole = load_profile(path, kernel_symbols=False)
+        if "--comm" not in args and len(whole):
+            assert seen[0].nr_samples == len(whole) and len(seen[0]) <= len(whole)
+            assert int(seen[0].period.sum()) == int(whole.period.sum())
+
+
+def test_collapse_merges_rows_and_chains():
+    from pmuscope.profile.collapse import collapse_chunks
+
+    path = next(p for p in CORPUS if "perf-g-small" in p)
+    whole = load_profile(path, kernel_symbols=False)
+    col = collapse_chunks(iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3))
+    assert len(col) < len(whole) and col.nr_samples == len(whole)
+    # each row is a group of identical samples: same chain, same leaf, periods summed
+    key = lambda p, i: (int(p.event[i]), int(p.comm[i]), int(p.pid[i]), int(p.tid[i]), int(p.cpu[i]),
+                        int(p.leaf[i]), p.stack[p.stack_offsets[i]:p.stack_offsets[i + 1]].tobytes())
+    want: dict = {}
+    for i in range(len(whole)):
+        k = key(whole, i)
+        per, n = want.get(k, (0, 0))
+        want[k] = (per + int(whole.period[i]), n + 1)
+    got = {key(col, i): (int(col.period[i]), int(col.count[i])) for i in range(len(col))}
+    assert got == want
+    # rows in the order of their first sample
+    firsts = {}
+    for i in range(len(whole)):
+        firsts.setdefault(key(whole, i), i)
+    assert [firsts[key(col, i)] for i in range(len(col))] == sorted(firsts.values())

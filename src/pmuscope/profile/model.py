@@ -174,9 +174,17 @@ class Profile:
     truncated: np.ndarray | None = None
     #: :class:`~pmuscope.unwind.UnwindStats` of the dwarf unwinding (None: none done)
     unwind_stats: Any = None
+    #: samples each row stands for (a collapsed profile, :func:`~pmuscope.profile.collapse.collapse_chunks`:
+    #: one row per distinct sample, its ``period`` the sum); None: one sample a row
+    count: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.pid)
+
+    @property
+    def nr_samples(self) -> int:
+        """Samples the profile holds (its rows, or the sum of ``count``)."""
+        return len(self.pid) if self.count is None else int(self.count.sum())
 
     # --- names -------------------------------------------------------------------
     def dso_name(self, dso_id: int) -> str:
@@ -224,6 +232,7 @@ class Profile:
         if raw is not None:
             raw, raw_off = _take_flat(raw, raw_off, mask)
         kw["truncated"] = self.truncated[mask] if self.truncated is not None else None
+        kw["count"] = self.count[mask] if self.count is not None else None
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                      "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
                      "tp_formats", "unwind_stats"):
