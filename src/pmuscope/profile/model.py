@@ -40,6 +40,7 @@ _M64 = (1 << 64) - 1
 #: column, where values >= PERF_CONTEXT_MAX are context markers
 _TRUNC_HOLD = np.uint64(abi.PERF_CONTEXT_MAX - 1)
 _KERNEL_CTX = (abi.PERF_CONTEXT_KERNEL, abi.PERF_CONTEXT_GUEST_KERNEL, abi.PERF_CONTEXT_HV)
+_KERNEL_CTX_U64 = tuple(np.uint64(v) for v in _KERNEL_CTX)
 _MISC_COMM_EXEC = abi.PERF_RECORD_MISC_COMM_EXEC
 _CPUMODE_MASK = abi.PERF_RECORD_MISC_CPUMODE_MASK
 #: cpumodes whose ip is a kernel address (KERNEL=1, HYPERVISOR=3, GUEST_KERNEL=4)
@@ -918,7 +919,10 @@ class ProfileBuilder:
             is_start[off[:-1][nz]] = True
             posn = np.arange(m, dtype=np.int64)
             last = np.maximum.accumulate(np.where(marker | is_start, posn, 0)) if m else posn
-            mk = np.isin(cc, np.array(_KERNEL_CTX, dtype=np.uint64))
+            # which markers say "kernel" (three values: compared directly, np.isin's set-up costs more)
+            mk = cc == _KERNEL_CTX_U64[0]
+            for v in _KERNEL_CTX_U64[1:]:
+                mk |= cc == v
             ctx_kernel = np.where(marker[last], mk[last], kernel_ip[sample_of[last]]) if m else np.zeros(0, bool)
             keep = ~marker
             cc_ips = cc[keep]
