@@ -195,3 +195,36 @@ def test_collapse_merges_rows_and_chains():
     for i in range(len(whole)):
         firsts.setdefault(key(whole, i), i)
     assert [firsts[key(col, i)] for i in range(len(col))] == sorted(firsts.values())
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "speedscope"], ["-f", "folded"],
+                                  ["-f", "folded", "--event", "samples"], ["-f", "pprof", "--comm", "perf"]],
+                         ids=" ".join)
+def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, monkeypatch):
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 1)  # chunks of 8 samples
+    from pmuscope.profile import collapse
+
+    made = []
+    real = collapse.Collapser.profile
+    monkeypatch.setattr(collapse.Collapser, "profile", lambda self: made.append(1) or real(self))
+    rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
+    out, err = capsysbinary.readouterr()
+    monkeypatch.setenv("PMUSCOPE_EXPORT_STREAM", "0")  # the reference: every sample held
+    rc_ref = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
+    out_ref, err_ref = capsysbinary.readouterr()
+    assert (rc, out, _errors(err)) == (rc_ref, out_ref, _errors(err_ref))
+    if rc == 0:
+        assert made == [1]  # the collapsed path ran
+
+
+def test_weighted_median_is_numpy_median():
+    from pmuscope.profile.collapse import _histogram, weighted_median
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 4, 9, 10, 1001):
+        for hi in (3, 1000, 1 << 40):
+            v = rng.integers(0, hi, n).astype(np.uint64)
+            u, c = _histogram(v, None)
+            assert weighted_median(u, c) == float(np.median(v))

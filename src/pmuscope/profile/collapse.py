@@ -19,6 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
+from .._np import uniq_inv
 from .model import Profile, _take_flat
 
 #: the columns a row may be told apart by (``Collapser(keep=...)`` picks)
@@ -75,6 +76,9 @@ class Collapser:
         self._merged_rows = 0
         self._seen = 0
         self.last: Profile | None = None
+        #: newest sample time seen (a row keeps its first sample's time)
+        self.time_max: int | None = None
+        self._p0: list[tuple[np.ndarray, np.ndarray]] = []  # (period, samples) of event 0, by chunk
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -102,6 +106,11 @@ class Collapser:
         n = len(c)
         if n == 0:
             return
+        tmax = int(c.time.max())
+        self.time_max = tmax if self.time_max is None else max(self.time_max, tmax)
+        self._p0.append(_histogram(c.period[c.event == 0], None if c.count is None else c.count[c.event == 0]))
+        if len(self._p0) >= 32:
+            self._p0 = [_merge_histograms(self._p0)]
         cols = {k: self._chain_of(c) if k == "chain" else getattr(c, k).astype(np.int64) for k in self.keys}
         cols.update({"period": c.period.astype(np.uint64), "time": c.time,
                      "count": np.ones(n, dtype=np.int64) if c.count is None else c.count.astype(np.int64),
@@ -151,6 +160,37 @@ class Collapser:
             event_names=last.event_names, symbolizer=last.symbolizer, has_callchain=last.has_callchain,
             has_cpu=last.has_cpu, has_time=last.has_time, lost=last.lost, stats=last.stats, source=last.source,
             tp_formats=last.tp_formats, unwind_stats=last.unwind_stats, count=cols["count"])
+
+
+    def period_histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(period, samples)`` of the first event's samples: each distinct
+        period (sorted) and how many samples had it."""
+        return _merge_histograms(self._p0)
+
+
+def _histogram(v: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    if not len(v):
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    u, inv = uniq_inv(v)
+    cnt = np.bincount(inv.reshape(-1), weights=w, minlength=len(u))
+    return u, cnt.astype(np.int64)
+
+
+def _merge_histograms(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    return _histogram(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def weighted_median(values: np.ndarray, counts: np.ndarray) -> float:
+    """``np.median`` of ``values[i]`` repeated ``counts[i]`` times (``values`` sorted)."""
+    n = int(counts.sum())
+    ends = np.cumsum(counts)
+    mid = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
+    picks = values[np.searchsorted(ends, np.asarray(mid, dtype=np.int64), side="right")]
+    return float(np.median(picks))
 
 
 def collapse_chunks(chunks: Iterable[Profile], keep: Iterable[str] = KEYS) -> Profile:
