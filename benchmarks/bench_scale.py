@@ -17,7 +17,7 @@ pair runs back to back, rounds interleaved; the best time and the lowest peak
 of ``--rounds`` count. Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
 perf's, flat cost per sample.
 
-    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script]
+    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script] [--before-src ../main/src]
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
 
 
 def nsamples(path: str, env: dict[str, str]) -> int:
-    code = ("import sys; from pmuscope.profile.model import iter_profile_chunks; "
-            "print(sum(len(c) for c in iter_profile_chunks(sys.argv[1], callchain=False, kernel_symbols=False)))")
+    code = ("import sys; from pmuscope.profile.model import load_profile; "
+            "print(len(load_profile(sys.argv[1], kernel_symbols=False, unwind=False)))")
     return int(subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True,
                               check=True).stdout)
 
@@ -79,6 +79,8 @@ def main() -> int:
     ap.add_argument("--pipe", action="store_true", help="also pipe-mode copies of the files")
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
     ap.add_argument("--pipe-dir", default=None, help="where pipe-mode copies go (default: a temporary directory)")
+    ap.add_argument("--before-src", metavar="DIR", help="also time the pmuscope whose sources are in DIR (another "
+                    "checkout's src/), in the same rounds: columns 'before'")
     args = ap.parse_args()
     tmp = args.pipe_dir or tempfile.mkdtemp(prefix="pmuscope-scale-")
     env = child_env(tmp)
@@ -89,22 +91,34 @@ def main() -> int:
     pm = [sys.executable, "-m", "pmuscope"]
     for f in files:  # untimed warm-up: the page cache and pmuscope's bytecode cache
         timed(pm + ["script", "-G", "-i", f], env)
+    benv = None
+    if args.before_src:
+        benv = dict(env, PYTHONPATH=os.path.abspath(args.before_src))
+        benv["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-before")
+        for f in files:
+            timed(pm + ["script", "-G", "-i", f], benv)
     print(f"{'file':<22} {'samples':>9} {'case':<14} {'perf s':>7} {'ours s':>7} {'time':>6} "
-          f"{'perf MB':>8} {'ours MB':>8} {'mem':>6} {'perf us/s':>9} {'ours us/s':>9}")
+          f"{'perf MB':>8} {'ours MB':>8} {'mem':>6} {'perf us/s':>9} {'ours us/s':>9}"
+          + (f" {'before s':>8} {'time':>6} {'bef. MB':>8} {'mem':>6}" if benv else ""))
     for f in files:
         n = nsamples(f, env)
         for case in cases:
             ours_args, perf_args = CASES[case]
-            best = {"ours": (1e9, 1 << 60), "perf": (1e9, 1 << 60)}
+            best = {"ours": (1e9, 1 << 60), "perf": (1e9, 1 << 60), "before": (1e9, 1 << 60)}
+            runs = [("perf", ["perf", *perf_args, "-i", f], env), ("ours", pm + ours_args + ["-i", f], env)]
+            if benv is not None:
+                runs.append(("before", pm + ours_args + ["-i", f], benv))
             for _ in range(args.rounds):
-                for who, cmd in (("perf", ["perf", *perf_args, "-i", f]), ("ours", pm + ours_args + ["-i", f])):
-                    w, m = timed(cmd, env)
+                for who, cmd, e in runs:
+                    w, m = timed(cmd, e)
                     bw, bm = best[who]
                     best[who] = (min(bw, w), min(bm, m))
-            (pw, pmem), (ow, omem) = best["perf"], best["ours"]
+            (pw, pmem), (ow, omem), (bw, bmem) = best["perf"], best["ours"], best["before"]
             print(f"{os.path.basename(f)[:22]:<22} {n:>9} {case:<14} {pw:>7.2f} {ow:>7.2f} {ow / pw:>5.2f}x "
                   f"{pmem / 1024:>8.0f} {omem / 1024:>8.0f} {omem / pmem:>5.2f}x "
-                  f"{pw / max(n, 1) * 1e6:>9.2f} {ow / max(n, 1) * 1e6:>9.2f}", flush=True)
+                  f"{pw / max(n, 1) * 1e6:>9.2f} {ow / max(n, 1) * 1e6:>9.2f}"
+                  + (f" {bw:>8.2f} {bw / pw:>5.2f}x {bmem / 1024:>8.0f} {bmem / pmem:>5.2f}x" if benv else ""),
+                  flush=True)
     return 0
 
 
