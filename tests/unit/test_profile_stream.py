@@ -228,3 +228,41 @@ def test_weighted_median_is_numpy_median():
             v = rng.integers(0, hi, n).astype(np.uint64)
             u, c = _histogram(v, None)
             assert weighted_median(u, c) == float(np.median(v))
+
+
+def _rounds_file(tmp_path, late: bool):
+    """Samples in rounds: 100, 300 | (flushed) | 200 when ``late`` (older than one
+    already flushed: perf warns and delivers it after), else 400."""
+    from pmuscope.kernel import abi
+    from pmuscope.perfdata import synth
+    from pmuscope.perfdata.writer import PerfDataWriter
+
+    st = abi.PerfSample.IP | abi.PerfSample.TID | abi.PerfSample.TIME | abi.PerfSample.PERIOD
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    path = tmp_path / ("late.data" if late else "ordered.data")
+    recs = [synth.comm(7, 7, "prog", sample_id=synth.sample_id(st, pid=7, tid=7, time=1)),
+            synth.sample(st, ip=0x1000, pid=7, tid=7, time=100), synth.sample(st, ip=0x1010, pid=7, tid=7, time=300),
+            synth.finished_round(), synth.finished_round(),
+            synth.sample(st, ip=0x1020, pid=7, tid=7, time=200 if late else 400),
+            synth.finished_round(), synth.finished_round()]
+    with PerfDataWriter(str(path), [(attr, [], "cpu-clock")], host=False) as w:
+        w.write(b"".join(recs))
+    return str(path)
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_script_streams_in_order_and_warns_of_a_late_sample(tmp_path, capsysbinary, monkeypatch, late):
+    path = _rounds_file(tmp_path, late)
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 1)
+    chunks = list(iter_profile_chunks(path, kernel_symbols=False))
+    assert [c.time.tolist() for c in chunks if len(c)] == ([[100, 300], [200]] if late else [[100, 300], [400]])
+    assert cli_main(["script", "-i", path, "--no-kernel-symbols", "-F", "ip"]) == 0
+    out, err = capsysbinary.readouterr()
+    ips = [int(ln, 16) for ln in out.decode().split()]
+    if late:
+        # printed as it came (perf too delivers it after the flushed round), with a warning
+        assert ips == [0x1000, 0x1010, 0x1020] and b"older than some already printed" in err
+        whole = load_profile(path, kernel_symbols=False)
+        assert whole.time.tolist() == [100, 200, 300]  # the whole profile sorts it in
+    else:
+        assert ips == [0x1000, 0x1010, 0x1020] and b"warning" not in err
