@@ -14,7 +14,8 @@ script`` / ``perf script -G`` for ``script`` / ``script -G``, and ``perf
 script`` for ``export`` (pprof) as well: perf has no pprof writer, and its way
 to hand a profile to other tools is its script output. Every pmuscope/perf
 pair runs back to back, rounds interleaved; the best time and the lowest peak
-of ``--rounds`` count. Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
+of ``--rounds`` count (and the least CPU time, user + system: steadier than wall
+time when other work shares the machine). Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
 perf's, flat cost per sample.
 
     python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script] [--before-src ../main/src]
@@ -42,8 +43,12 @@ CASES = {
 }
 
 
+LAST_CPU = [0.0]  # CPU seconds of the last timed run: on a loaded machine, steadier than wall time
+
+
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Wall time (s) and peak RSS (KiB) of one run of CMD, output to /dev/null."""
+    """Wall time (s) and peak RSS (KiB) of one run of CMD, output to /dev/null
+    (its CPU time, user + system, is left in ``LAST_CPU``)."""
     t = time.perf_counter()
     with open(os.devnull, "wb") as null:
         p = subprocess.Popen(cmd, stdout=null, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
@@ -52,6 +57,7 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
         err = p.stderr.read()
         p.stderr.close()
         p.returncode = os.waitstatus_to_exitcode(status)
+    LAST_CPU[0] = ru.ru_utime + ru.ru_stime
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')[-500:]}")
     return wall, ru.ru_maxrss
@@ -99,24 +105,28 @@ def main() -> int:
             timed(pm + ["script", "-G", "-i", f], benv)
     print(f"{'file':<22} {'samples':>9} {'case':<14} {'perf s':>7} {'ours s':>7} {'time':>6} "
           f"{'perf MB':>8} {'ours MB':>8} {'mem':>6} {'perf us/s':>9} {'ours us/s':>9}"
+          f" {'perf cpu':>8} {'ours cpu':>8} {'cpu':>6}"
           + (f" {'before s':>8} {'time':>6} {'bef. MB':>8} {'mem':>6}" if benv else ""))
     for f in files:
         n = nsamples(f, env)
         for case in cases:
             ours_args, perf_args = CASES[case]
             best = {"ours": (1e9, 1 << 60), "perf": (1e9, 1 << 60), "before": (1e9, 1 << 60)}
+            cpu = {"ours": 1e9, "perf": 1e9, "before": 1e9}
             runs = [("perf", ["perf", *perf_args, "-i", f], env), ("ours", pm + ours_args + ["-i", f], env)]
             if benv is not None:
                 runs.append(("before", pm + ours_args + ["-i", f], benv))
             for _ in range(args.rounds):
                 for who, cmd, e in runs:
                     w, m = timed(cmd, e)
+                    cpu[who] = min(cpu[who], LAST_CPU[0])
                     bw, bm = best[who]
                     best[who] = (min(bw, w), min(bm, m))
             (pw, pmem), (ow, omem), (bw, bmem) = best["perf"], best["ours"], best["before"]
             print(f"{os.path.basename(f)[:22]:<22} {n:>9} {case:<14} {pw:>7.2f} {ow:>7.2f} {ow / pw:>5.2f}x "
                   f"{pmem / 1024:>8.0f} {omem / 1024:>8.0f} {omem / pmem:>5.2f}x "
                   f"{pw / max(n, 1) * 1e6:>9.2f} {ow / max(n, 1) * 1e6:>9.2f}"
+                  + f" {cpu['perf']:>8.2f} {cpu['ours']:>8.2f} {cpu['ours'] / max(cpu['perf'], 1e-9):>5.2f}x"
                   + (f" {bw:>8.2f} {bw / pw:>5.2f}x {bmem / 1024:>8.0f} {bmem / pmem:>5.2f}x" if benv else ""),
                   flush=True)
     return 0
