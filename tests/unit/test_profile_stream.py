@@ -266,3 +266,21 @@ def test_script_streams_in_order_and_warns_of_a_late_sample(tmp_path, capsysbina
         assert whole.time.tolist() == [100, 200, 300]  # the whole profile sorts it in
     else:
         assert ips == [0x1000, 0x1010, 0x1020] and b"warning" not in err
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+def test_released_chunks_hold_the_same_records(path, monkeypatch):
+    # pages handed over are dropped once the next chunk is asked for: the chunks'
+    # bytes (read before moving on) and the records are those of a plain read
+    from pmuscope.perfdata import PerfDataFile
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+
+    def read(release):
+        with PerfDataFile(path) as pf:
+            try:
+                return [(off, bytes(c)) for off, c in pf.raw_chunks(max_bytes=4096, release=release)], None
+            except PmuscopeError as err:
+                return None, str(err)
+
+    assert read(True) == read(False)

@@ -430,7 +430,8 @@ def profile_source(pf, path: str | None = None):
     table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
     chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
     if chunks is None:
-        chunks = pf.raw_chunks(max_bytes=CHUNK_BYTES, ordered=pf.directory_format)  # as PerfDataFile.records()
+        chunks = pf.raw_chunks(max_bytes=CHUNK_BYTES, ordered=pf.directory_format,  # as PerfDataFile.records()
+                               release=True)
     from ..progress import enabled, track_chunks
 
     if enabled():  # a line on a terminal's stderr while a large file loads
