@@ -18,7 +18,8 @@ of ``--rounds`` count (and the least CPU time, user + system: steadier than wall
 time when other work shares the machine). Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
 perf's, flat cost per sample.
 
-    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script] [--before-src ../main/src]
+    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script]
+                                     [--before-src ../main/src]
 """
 
 from __future__ import annotations

@@ -141,7 +141,8 @@ REPORT_VARIANTS = [["--stdio"], ["--stdio", "--no-children"], ["--json"], ["--js
                    ["--stdio", "--sort", "pid,cpu,sym"], ["--stdio", "--sort", "tid,dso", "-n"],
                    ["--stdio", "-g", "caller"], ["--stdio", "--max-stack", "2"], ["--stdio", "-g", "fractal,0.5"],
                    ["--stdio", "--comm", "perf"], ["--stdio", "--percent-limit", "5"], ["--stdio", "--cpu", "0"],
-                   ["--json", "--time", ",99999999"], ["--stdio", "-G", "-n"], ["--stdio", "--no-children", "-g", "none"]]
+                   ["--json", "--time", ",99999999"], ["--stdio", "-G", "-n"],
+                   ["--stdio", "--no-children", "-g", "none"]]
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
