@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .. import errors
@@ -179,6 +180,15 @@ def _interactive(args: argparse.Namespace) -> bool:
     return importlib.util.find_spec("textual") is not None
 
 
+def _collapsible(args: argparse.Namespace) -> bool:
+    """Whether every output asked for is the table (text or JSON), which a
+    collapsed profile gives (PMUSCOPE_REPORT_STREAM=0: the reference path,
+    every sample held)."""
+    if args.html or args.folded or args.flamegraph or _interactive(args):
+        return False
+    return os.environ.get("PMUSCOPE_REPORT_STREAM", "1") != "0"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..profile.model import load_profile
     from ..profile.report import format_report, parse_sort, report_json, reports_by_event
@@ -186,11 +196,27 @@ def run(args: argparse.Namespace) -> int:
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
     call_graph, explicit = call_graph_params(args)
-    prof = load_profile(args.input, kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace)
+    ks = False if args.no_kernel_symbols else None
+    if _collapsible(args):
+        # the table and call graphs only need each distinct sample once: read the
+        # file in chunks and keep those (memory: the distinct samples, not the file)
+        from ..profile.collapse import Collapser, keys_for_sort
+        from ..profile import model
+
+        col = Collapser(keys_for_sort(sort))
+        for chunk in model.iter_profile_chunks(args.input, kernel_symbols=ks, itrace=args.itrace,
+                                               chunk_samples=8 * model.CHUNK_SAMPLES):
+            if explicit and not chunk.has_callchain:
+                break  # refused below, before anything else is read
+            col.add(apply_filters(chunk, args))
+        prof = col.profile() if col.last is not None else chunk  # filtered chunk by chunk
+    else:
+        prof = load_profile(args.input, kernel_symbols=ks, itrace=args.itrace)
     if explicit and not prof.has_callchain:
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
     unwind_note(prof, "report")
-    prof = apply_filters(prof, args)
+    if prof.count is None:
+        prof = apply_filters(prof, args)
     if args.html:
         from ..profile.html_report import write_report_html
         from ..progress import activity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 USES_NUMPY = True
@@ -29,20 +30,43 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profile import iter_script_bytes, load_profile, parse_fields
+    import itertools
+
+    from ..profile.model import iter_profile_chunks, join_chunks
+    from ..profile.script import ScriptFormatter, parse_fields
     from .report_cmd import apply_filters, unwind_note
 
     fields = parse_fields(args.fields)
     from .report_cmd import _time_range
 
     _time_range(args.time)  # bad options fail before the file is read
-    prof = load_profile(args.input, keep_raw=fields is None or "trace" in fields,
-                        kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace)
-    unwind_note(prof, "script")
-    prof = apply_filters(prof, args)
+    show_chain = not args.hide_call_graph
+    # samples are read, formatted and written a chunk at a time: memory holds one
+    # chunk's samples and the frame tables, whatever the file's size; -G reads no call chains
+    chunks = iter_profile_chunks(args.input, keep_raw=fields is None or "trace" in fields,
+                                 kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace,
+                                 callchain=show_chain)
+    first = next(chunks)
+    # PMUSCOPE_SCRIPT_STREAM=0: the reference path, the whole profile first (same text)
+    joined = fields is None and bool(first.tp_formats) or os.environ.get("PMUSCOPE_SCRIPT_STREAM", "1") == "0"
+    if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
+        first = join_chunks([first, *chunks])
+        unwind_note(first, "script")
+    fmt = ScriptFormatter(fields, callchain=show_chain)
     sys.stdout.flush()
     write = sys.stdout.buffer.write
-    for chunk in iter_script_bytes(prof, fields, callchain=not args.hide_call_graph):
-        write(chunk)
+    last, newest, disordered = first, -1, False
+    for prof in itertools.chain((first,), () if joined else chunks):
+        last = prof
+        if prof.has_time and len(prof.time):
+            disordered |= int(prof.time[0]) < newest
+            newest = max(newest, int(prof.time[-1]))
+        for text in fmt.format(apply_filters(prof, args)):
+            write(text)
     sys.stdout.buffer.flush()
+    if not joined:
+        unwind_note(last, "script")
+    if disordered:
+        print("pmuscope script: warning: samples older than some already printed came in a later round; "
+              "printed in the order they came", file=sys.stderr)
     return 0

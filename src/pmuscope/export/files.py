@@ -49,16 +49,30 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
     if path != "-" and not os.path.exists(path):
         raise errors.PmuscopeError(f"{path} does not exist: record one with `pmuscope record` or pass -i FILE")
     pf = PerfDataFile(path)
+    col = None
     try:
         build_ids = {b.filename: b.hex for b in (pf.features.get(Feature.BUILD_ID) or [])}
-        prof = load_profile(pf, kernel_symbols=kernel_symbols)
+        if aggregate and os.environ.get("PMUSCOPE_EXPORT_STREAM", "1") != "0":
+            # rows are merged anyway: read the file in chunks, each collapsed to its
+            # distinct samples as it comes (memory: the distinct samples, not the file)
+            from ..profile import model
+            from ..profile.collapse import Collapser
+
+            col = Collapser(("event", "comm", "pid", "tid", "cpu", "leaf", "chain"))
+            for chunk in model.iter_profile_chunks(pf, kernel_symbols=kernel_symbols,
+                                                   chunk_samples=8 * model.CHUNK_SAMPLES):
+                col.add(select(chunk) if select is not None else chunk)
+            prof = col.profile()
+        else:  # PMUSCOPE_EXPORT_STREAM=0: the reference, every sample held
+            prof = load_profile(pf, kernel_symbols=kernel_symbols)
     finally:
         pf.close()
-    if select is not None:
+    if select is not None and col is None:
         prof = select(prof)
     from .model import from_profile
 
-    ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"])
+    ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"],
+                      collapsed=col)
     return ep, ",".join(prof.event_names)
 
 

@@ -208,7 +208,7 @@ def _sample_types_for(event_names: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: bool = True,
-                 comments: Sequence[str] = ()) -> ExportProfile:
+                 comments: Sequence[str] = (), collapsed=None) -> ExportProfile:
     """A :class:`pmuscope.profile.Profile` → ExportProfile.
 
     Sample types: ``samples/count`` first (pprof's convention), then one per
@@ -219,8 +219,13 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     :class:`Mapping` per DSO with its ``build_ids[path]`` when given. With
     ``aggregate``, samples of the same stack, pid, tid, cpu and comm become one
     row (values summed); ``time`` is then the first sample's.
+
+    ``collapsed``: the :class:`~pmuscope.profile.collapse.Collapser` that made
+    ``p`` (rows standing for ``p.count`` samples each), for what needs every
+    sample: the first event's median period and the newest time.
     """
     n = len(p)
+    cnt = p.count if collapsed is not None else None
     event_names = list(p.event_names)
     sample_types = _sample_types_for(event_names)
     frames_ids, offsets = p.stacks()
@@ -229,7 +234,11 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     # so the executable (not a .so, not [kernel...]) with the most leaf samples goes first
     dso_ids = sorted({int(d) for d in np.unique(p.frame_dso) if d >= 0}) if nframes else []
     leaf_dso = np.asarray(p.frame_dso)[np.asarray(p.leaf, dtype=np.int64)] if n and nframes else np.zeros(0, np.int64)
-    hits = {int(d): int(c) for d, c in zip(*np.unique(leaf_dso, return_counts=True))}
+    if cnt is None:
+        hits = {int(d): int(c) for d, c in zip(*np.unique(leaf_dso, return_counts=True))}
+    else:
+        ud, dinv = np.unique(leaf_dso, return_inverse=True)
+        hits = {int(d): int(c) for d, c in zip(ud, np.bincount(dinv.reshape(-1), weights=cnt, minlength=len(ud)))}
 
     def _rank(d: int) -> tuple:
         name = p.dso_name(d)
@@ -258,7 +267,7 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         for fid, (d, a, k) in enumerate(zip(p.frame_dso.tolist(), p.frame_addr.tolist(), p.frame_kernel.tolist()))
     ]
     values = np.zeros((n, len(sample_types)), dtype=np.int64)
-    values[:, 0] = 1
+    values[:, 0] = 1 if cnt is None else cnt
     if n:
         ev = np.asarray(p.event, dtype=np.int64)
         period = np.asarray(p.period, dtype=np.int64)
@@ -267,7 +276,12 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
             values[m, 1 + e] = period[m]
     period_type = sample_types[1] if len(sample_types) > 1 else None
     period_value = 0
-    if n and event_names:
+    if n and event_names and collapsed is not None:
+        from ..profile.collapse import weighted_median
+
+        pv, pc = collapsed.period_histogram()
+        period_value = int(weighted_median(pv, pc)) if len(pv) else 0
+    elif n and event_names:
         first = np.asarray(p.period)[np.asarray(p.event) == 0]
         period_value = int(np.median(first)) if len(first) else 0
     cpu = np.asarray(p.cpu, dtype=np.int64) if getattr(p, "has_cpu", True) else None
@@ -279,6 +293,8 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     comm = np.asarray(p.comm, dtype=np.int64)
     t0 = int(time.min()) if time is not None and n and time.any() else 0
     t1 = int(time.max()) if time is not None and n else 0
+    if time is not None and n and collapsed is not None:
+        t1 = collapsed.time_max  # a row's time is its first sample's
     out = ExportProfile(
         sample_types=sample_types, frames=frames, stack=stack, stack_offsets=stack_offsets, values=values,
         pid=pid, tid=tid, cpu=cpu, time=time, comm=comm, comms=list(p.comms), mappings=mappings,

@@ -861,7 +861,8 @@ class PerfDataFile:
         for rec in self._decompressed_records():
             yield rec[:4]
 
-    def raw_chunks(self, *, max_bytes: int = CHUNK_BYTES, ordered: bool = False) -> Iterator[tuple[int, memoryview]]:
+    def raw_chunks(self, *, max_bytes: int = CHUNK_BYTES, ordered: bool = False,
+                   release: bool = False) -> Iterator[tuple[int, memoryview]]:
         """``(base_offset, chunk)`` pairs of whole records back to back, the
         raw-chunk interface of :mod:`pmuscope.records`: COMPRESSED records are
         replaced by their decompressed records, AUXTRACE payloads left out.
@@ -873,7 +874,12 @@ class PerfDataFile:
         copied together. A chunk ends early only at records that need handling
         of their own (AUXTRACE, pipe-mode HEADER_ATTR/EVENT_UPDATE/HEADER_FEATURE)
         and after a record whose size is not a multiple of 8, so every chunk's
-        records start 8-byte aligned when their sizes allow it."""
+        records start 8-byte aligned when their sizes allow it.
+
+        ``release``: once the consumer asks for the next chunk, the pages of a
+        mapped file it was handed leave the process's memory (read from the file
+        again if still used), so a reader of one pass holds a chunk's pages, not
+        the file's."""
         if ordered:
             parts: list[memoryview] = []
             first, total = 0, 0
@@ -902,6 +908,8 @@ class PerfDataFile:
                         yield parts_off, memoryview(b"".join(parts))
                         parts, parts_len = [], 0
                     yield off, mv
+                    if release:
+                        self._release(off, len(mv))
                     continue
                 if not parts:
                     parts_off = off
@@ -918,6 +926,19 @@ class PerfDataFile:
             raise
         if parts:
             yield parts_off, memoryview(b"".join(parts))
+
+    def _release(self, off: int, size: int) -> None:
+        """Drop the whole pages of the mapped file's bytes [off, off + size) from memory."""
+        mm = self._mmap
+        if mm is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        lo = -(-off // mmap.PAGESIZE) * mmap.PAGESIZE
+        hi = ((off + size) // mmap.PAGESIZE) * mmap.PAGESIZE
+        if hi > lo:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):
+                pass
 
     def auxtrace(self) -> Iterator[AuxtraceBuffer]:
         """The AUXTRACE records and the AUX area data each carries."""

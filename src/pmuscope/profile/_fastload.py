@@ -23,7 +23,8 @@ from ..records.decode import chain_from_first
 from ..symbols import KERNEL_DSO, KernelSymbols, SymbolTable
 from ..symbols.table import _ends
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20  # decoded at a time: larger chunks are no faster and hold more memory
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _KEEP = np.zeros(256, dtype=bool)
 _KEEP[list(b"TtWwDdBb")] = True  # perf's symbol_type__filter()
 
@@ -95,6 +96,16 @@ def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
             if p <= pos or p > size or p < cut and p != size:
                 p = size
             yield off + pos, buf[off + pos:off + p]
+            # the chunk is decoded: its pages leave this process's memory (read
+            # again from the file if a view of them is still used), so a file of
+            # any size costs a chunk's worth of resident pages, not its size
+            lo = ((off + pos) // mmap.PAGESIZE) * mmap.PAGESIZE
+            hi = ((off + p) // mmap.PAGESIZE) * mmap.PAGESIZE
+            if hi > lo and _DONTNEED is not None:
+                try:
+                    mm.madvise(_DONTNEED, lo, hi - lo)
+                except (OSError, ValueError):
+                    pass
             pos = p
     finally:
         del h16, hsize
@@ -403,7 +414,8 @@ def profile_source(pf, path: str | None = None):
     table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
     chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
     if chunks is None:
-        chunks = pf.raw_chunks(ordered=pf.directory_format)  # as PerfDataFile.records()
+        chunks = pf.raw_chunks(max_bytes=CHUNK_BYTES, ordered=pf.directory_format,  # as PerfDataFile.records()
+                               release=True)
     from ..progress import enabled, track_chunks
 
     if enabled():  # a line on a terminal's stderr while a large file loads

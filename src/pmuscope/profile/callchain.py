@@ -298,7 +298,8 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
     cls, rep = _distinct_chains(ent, off, self_row)
     nc = len(rep)
     c_w = np.bincount(cls, weights=period, minlength=nc)
-    c_n = np.bincount(cls, minlength=nc)
+    c_n = np.bincount(cls, minlength=nc) if p.count is None else \
+        np.bincount(cls, weights=p.count, minlength=nc).astype(np.int64)
     c_len = np.diff(off)[rep]
     c_row = self_row[rep]
     # the distinct chains back to back, in display order

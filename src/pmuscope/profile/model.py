@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -40,6 +40,7 @@ _M64 = (1 << 64) - 1
 #: column, where values >= PERF_CONTEXT_MAX are context markers
 _TRUNC_HOLD = np.uint64(abi.PERF_CONTEXT_MAX - 1)
 _KERNEL_CTX = (abi.PERF_CONTEXT_KERNEL, abi.PERF_CONTEXT_GUEST_KERNEL, abi.PERF_CONTEXT_HV)
+_KERNEL_CTX_U64 = tuple(np.uint64(v) for v in _KERNEL_CTX)
 _MISC_COMM_EXEC = abi.PERF_RECORD_MISC_COMM_EXEC
 _CPUMODE_MASK = abi.PERF_RECORD_MISC_CPUMODE_MASK
 #: cpumodes whose ip is a kernel address (KERNEL=1, HYPERVISOR=3, GUEST_KERNEL=4)
@@ -55,6 +56,8 @@ LEVEL_CHAR = {0: "?", 1: "k", 2: ".", 3: "H", 4: "g", 5: "u"}
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
     if not parts:
         return np.zeros(0, dtype=dtype)
+    if len(parts) == 1:
+        return parts[0].astype(dtype, copy=False)
     return np.concatenate(parts).astype(dtype, copy=False)
 
 
@@ -172,9 +175,17 @@ class Profile:
     truncated: np.ndarray | None = None
     #: :class:`~pmuscope.unwind.UnwindStats` of the dwarf unwinding (None: none done)
     unwind_stats: Any = None
+    #: samples each row stands for (a collapsed profile, :func:`~pmuscope.profile.collapse.collapse_chunks`:
+    #: one row per distinct sample, its ``period`` the sum); None: one sample a row
+    count: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.pid)
+
+    @property
+    def nr_samples(self) -> int:
+        """Samples the profile holds (its rows, or the sum of ``count``)."""
+        return len(self.pid) if self.count is None else int(self.count.sum())
 
     # --- names -------------------------------------------------------------------
     def dso_name(self, dso_id: int) -> str:
@@ -222,6 +233,7 @@ class Profile:
         if raw is not None:
             raw, raw_off = _take_flat(raw, raw_off, mask)
         kw["truncated"] = self.truncated[mask] if self.truncated is not None else None
+        kw["count"] = self.count[mask] if self.count is not None else None
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                      "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
                      "tp_formats", "unwind_stats"):
@@ -300,7 +312,7 @@ class ProfileBuilder:
 
     def __init__(self, attrs: AttrTable, *, event_names: list[str] | None = None,
                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, unwind: bool | None = None,
-                 arch: str | None = None) -> None:
+                 arch: str | None = None, callchain: bool = True) -> None:
         self.attrs = attrs
         self.symbolizer = symbolizer if symbolizer is not None else Symbolizer()
         self.maps = self.symbolizer.maps
@@ -309,7 +321,9 @@ class ProfileBuilder:
         self._default_period = np.array(
             [0 if e.attr.freq else max(int(e.attr.sample_period), 1) for e in attrs], dtype=np.uint64)
         self._no_period = np.array([not (e.sample_type & S.PERIOD) for e in attrs])
-        self.has_callchain = any(e.sample_type & S.CALLCHAIN for e in attrs)
+        # callchain=False: call chains are neither resolved nor unwound (script -G
+        # shows none); the profile then has leaf frames only, as without -g
+        self.has_callchain = callchain and any(e.sample_type & S.CALLCHAIN for e in attrs)
         self.has_cpu = any(e.sample_type & S.CPU for e in attrs)
         self.has_time = any(e.sample_type & S.TIME for e in attrs)
         # dwarf call graphs: the user part of each chain is unwound from the
@@ -358,9 +372,17 @@ class ProfileBuilder:
         self._nframes = 0
         self._frames: dict[str, list[np.ndarray]] = {k: [] for k in ("ip", "addr", "dso", "sym", "off", "kernel")}
         # output parts
-        self._out: dict[str, list[np.ndarray]] = {k: [] for k in (
-            "pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf", "stack", "stack_len",
-            "raw", "raw_len", "truncated")}
+        self._out: dict[str, list[np.ndarray]] = self._new_out()
+        self._out_n = 0  # samples resolved into _out
+        #: streaming (pop_chunk): newest time of the samples handed out so far, and how
+        #: many later chunks held older samples (then out of order across chunks)
+        self.emitted_max_time = -1
+        self.out_of_order_chunks = 0
+
+    @staticmethod
+    def _new_out() -> dict[str, list[np.ndarray]]:
+        return {k: [] for k in ("pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf",
+                                "stack", "stack_len", "raw", "raw_len", "truncated")}
 
     # --- session state -----------------------------------------------------------
     def comm_id(self, name: str) -> int:
@@ -897,7 +919,10 @@ class ProfileBuilder:
             is_start[off[:-1][nz]] = True
             posn = np.arange(m, dtype=np.int64)
             last = np.maximum.accumulate(np.where(marker | is_start, posn, 0)) if m else posn
-            mk = np.isin(cc, np.array(_KERNEL_CTX, dtype=np.uint64))
+            # which markers say "kernel" (three values: compared directly, np.isin's set-up costs more)
+            mk = cc == _KERNEL_CTX_U64[0]
+            for v in _KERNEL_CTX_U64[1:]:
+                mk |= cc == v
             ctx_kernel = np.where(marker[last], mk[last], kernel_ip[sample_of[last]]) if m else np.zeros(0, bool)
             keep = ~marker
             cc_ips = cc[keep]
@@ -921,17 +946,47 @@ class ProfileBuilder:
             out["stack_len"].append(kept)
         for k in ("pid", "tid", "cpu", "time", "period", "event", "ip", "cpumode"):
             out[k].append(c[k])
+        self._out_n += n
         if self.keep_raw:
             raw, roff = p.flat["raw"]
             out["raw"].append(raw)
             out["raw_len"].append(np.diff(roff))
 
     def finish(self, *, stats: DecodeStats | None = None, source: str = "") -> Profile:
-        """Resolve what is left and return the :class:`Profile`."""
+        """Resolve what is left and return the :class:`Profile` (of the samples
+        not handed out by :meth:`pop_chunk` before)."""
         self.flush()
-        o, f = self._out, self._frames
+        return self.pop_chunk(stats=stats, source=source)
+
+    @property
+    def resolved(self) -> int:
+        """Samples resolved and not handed out yet."""
+        return self._out_n
+
+    def _frame_columns(self) -> dict[str, np.ndarray]:
+        """The frame table so far as arrays (kept joined: a profile handed out
+        later shares them and adds only the new frames)."""
+        f = self._frames
+        out = {}
+        for k, dt in (("ip", np.uint64), ("addr", np.uint64), ("dso", np.int32), ("sym", np.int64),
+                      ("off", np.uint64), ("kernel", bool)):
+            a = _grow(f[k], dt)
+            f[k] = [a] if len(a) else []
+            out[k] = a
+        return out
+
+    def pop_chunk(self, *, stats: DecodeStats | None = None, source: str = "") -> Profile:
+        """A :class:`Profile` of the samples resolved since the last call, in
+        time order, sharing the frame table with every other chunk; the
+        builder goes on with the next samples. Chunks taken one after another
+        hold every sample once, in the order of :meth:`finish`'s single profile
+        as long as no chunk holds a sample older than one of an earlier chunk
+        (``out_of_order_chunks`` counts those that do)."""
+        o = self._out
+        self._out = self._new_out()
+        n = self._out_n
+        self._out_n = 0
         stack_len = _grow(o["stack_len"], np.int64)
-        n = sum(len(x) for x in o["pid"])
         offsets = np.zeros(n + 1, dtype=np.int64)
         if len(stack_len):
             np.cumsum(stack_len, out=offsets[1:])
@@ -943,37 +998,86 @@ class ProfileBuilder:
             if len(rl):
                 np.cumsum(rl, out=raw_off[1:])
         stats = stats or DecodeStats()
+        f = self._frame_columns()
         prof = Profile(
             pid=_grow(o["pid"], np.int64), tid=_grow(o["tid"], np.int64), cpu=_grow(o["cpu"], np.int32),
             time=_grow(o["time"], np.uint64), period=_grow(o["period"], np.uint64),
             event=_grow(o["event"], np.int16), comm=_grow(o["comm"], np.int32), ip=_grow(o["ip"], np.uint64),
             cpumode=_grow(o["cpumode"], np.uint8), leaf=_grow(o["leaf"], np.int32),
             stack=_grow(o["stack"], np.int32), stack_offsets=offsets,
-            frame_ip=_grow(f["ip"], np.uint64), frame_addr=_grow(f["addr"], np.uint64),
-            frame_dso=_grow(f["dso"], np.int32), frame_sym=_grow(f["sym"], np.int64),
-            frame_off=_grow(f["off"], np.uint64), frame_kernel=_grow(f["kernel"], bool),
+            frame_ip=f["ip"], frame_addr=f["addr"], frame_dso=f["dso"], frame_sym=f["sym"], frame_off=f["off"],
+            frame_kernel=f["kernel"],
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
             lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
             truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
             unwind_stats=self.unwinder.stats if self.unwinder is not None else None)
+        del o
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
+        if self.has_time and len(prof.time):
+            if int(prof.time[0]) < self.emitted_max_time:
+                self.out_of_order_chunks += 1
+            self.emitted_max_time = max(self.emitted_max_time, int(prof.time[-1]))
         return prof
 
 
 def build_profile(source: RecordSource, *, event_names: list[str] | None = None,
                   symbolizer: Symbolizer | None = None, keep_raw: bool = False, name: str = "",
-                  unwind: bool | None = None, arch: str | None = None) -> Profile:
+                  unwind: bool | None = None, arch: str | None = None, callchain: bool = True) -> Profile:
     """Build a :class:`Profile` from a :class:`~pmuscope.records.RecordSource`
-    (one pass, chunk by chunk)."""
+    (one pass, chunk by chunk). ``callchain=False`` leaves call chains out
+    (neither resolved nor unwound)."""
     b = ProfileBuilder(source.attrs, event_names=event_names, symbolizer=symbolizer, keep_raw=keep_raw,
-                       unwind=unwind, arch=arch)
+                       unwind=unwind, arch=arch, callchain=callchain)
     feed = b.feed
     for item in source:
         feed(item)
     return b.finish(stats=source.stats, source=name)
+
+
+#: samples per profile :func:`iter_profile_chunks` hands out (at least; a round is not cut)
+CHUNK_SAMPLES = 8192
+
+
+def iter_builder_chunks(source: RecordSource, builder: ProfileBuilder, *, name: str = "",
+                        chunk_samples: int = CHUNK_SAMPLES) -> Iterator[Profile]:
+    """Profiles of ``chunk_samples`` or more resolved samples each (the last
+    one may be smaller or empty) while ``builder`` reads ``source``."""
+    feed = builder.feed
+    for item in source:
+        feed(item)
+        if builder._out_n >= chunk_samples:
+            yield builder.pop_chunk(stats=source.stats, source=name)
+    builder.flush()
+    yield builder.pop_chunk(stats=source.stats, source=name)
+
+
+def join_chunks(chunks: Iterable[Profile]) -> Profile:
+    """One :class:`Profile` of the chunks of :func:`iter_profile_chunks` (what
+    :func:`load_profile` gives for the same file)."""
+    parts = list(chunks)
+    last = parts[-1]
+    if len(parts) == 1:
+        return last
+    kw: dict[str, Any] = {}
+    for name in ("pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf"):
+        kw[name] = np.concatenate([getattr(c, name) for c in parts])
+    kw["stack"], kw["stack_offsets"] = _concat_flat([(c.stack, c.stack_offsets) for c in parts])
+    kw["stack"] = kw["stack"].astype(np.int32, copy=False)
+    if last.raw is not None:
+        kw["raw"], kw["raw_offsets"] = _concat_flat([(c.raw, c.raw_offsets) for c in parts])
+    if last.truncated is not None:
+        kw["truncated"] = np.concatenate([c.truncated for c in parts])
+    for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
+                 "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
+                 "tp_formats", "unwind_stats"):
+        kw[name] = getattr(last, name)
+    prof = Profile(**kw)
+    if prof.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
+        prof = prof.select(np.argsort(prof.time, kind="stable"))
+    return prof
 
 
 def _same_kernel(pf) -> bool:
@@ -1045,9 +1149,47 @@ def _background(fn):
     return result
 
 
+class _Opened:
+    """A perf.data input opened for reading samples: the file (SPE data
+    synthesized into samples), its decoded stream and a symbolizer."""
+
+    def __init__(self, path_or_file: Any, *, symbolizer: Symbolizer | None, kernel_symbols: bool | None,
+                 itrace: str | None) -> None:
+        from ..perfdata import Feature, PerfDataFile
+        from ._fastload import load_kernel_symbols, profile_source
+
+        own = not isinstance(path_or_file, PerfDataFile)
+        pf = PerfDataFile(path_or_file) if own else path_or_file
+        try:
+            from ..spe.synth import open_synthesized  # Arm SPE AUX data -> sample events (``itrace``: perf's --itrace)
+
+            spe = open_synthesized(pf, itrace)
+            if spe is not None:
+                if own:
+                    pf.close()
+                pf, own, path_or_file = spe, True, spe
+            self.pf, self.own = pf, own
+            if symbolizer is None:
+                ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
+                symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
+            self.symbolizer = symbolizer
+            path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
+            self.source = profile_source(pf, path)
+            a = pf.features.get(Feature.ARCH)
+            self.arch = str(a) if a else None
+        except BaseException:
+            if own:
+                pf.close()
+            raise
+
+    def close(self) -> None:
+        if self.own:
+            self.pf.close()
+
+
 def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
                  kernel_symbols: bool | None = None, unwind: bool | None = None,
-                 itrace: str | None = None) -> Profile:
+                 itrace: str | None = None, callchain: bool = True) -> Profile:
     """Read a perf.data file (path, ``"-"``, file object, bytes or an open
     :class:`~pmuscope.perfdata.PerfDataFile`) into a :class:`Profile`.
 
@@ -1060,33 +1202,37 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     (:mod:`pmuscope.unwind`), after the kernel part of the chain as perf
     joins them; ``unwind=False`` (or ``PMUSCOPE_UNWIND=0``) keeps the
     kernel's chains alone. ``Profile.unwind_stats`` says how many stopped early.
+    ``callchain=False`` reads no call chains at all (leaf frames only).
     """
-    from ..perfdata import PerfDataFile
-    from ._fastload import load_kernel_symbols, profile_source
-
-    own = not isinstance(path_or_file, PerfDataFile)
-    pf = PerfDataFile(path_or_file) if own else path_or_file
-    from ..spe.synth import open_synthesized  # Arm SPE AUX data -> sample events (``itrace``: perf's --itrace)
-
-    spe = open_synthesized(pf, itrace)
-    if spe is not None:
-        if own:
-            pf.close()
-        pf, own, path_or_file = spe, True, spe
+    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
     try:
-        if symbolizer is None:
-            ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
-            symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
-        path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
-        src = profile_source(pf, path)
-        from ..perfdata import Feature
-
-        arch = pf.features.get(Feature.ARCH)
-        prof = build_profile(src, event_names=pf.event_names, symbolizer=symbolizer, keep_raw=keep_raw,
-                             name=pf.source, unwind=unwind, arch=str(arch) if arch else None)
+        prof = build_profile(op.source, event_names=op.pf.event_names, symbolizer=op.symbolizer, keep_raw=keep_raw,
+                             name=op.pf.source, unwind=unwind, arch=op.arch, callchain=callchain)
         if keep_raw:
-            prof.tp_formats = _tracepoint_formats(pf)
+            prof.tp_formats = _tracepoint_formats(op.pf)
         return prof
     finally:
-        if own:
-            pf.close()
+        op.close()
+
+
+def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
+                        kernel_symbols: bool | None = None, unwind: bool | None = None, itrace: str | None = None,
+                        callchain: bool = True, chunk_samples: int | None = None) -> Iterator[Profile]:
+    """:func:`load_profile` in pieces: profiles of at least ``chunk_samples``
+    samples each (the last may be smaller), in time order, sharing one frame
+    table, so a reader of any size holds one chunk's samples at a time. Their
+    samples, joined, are :func:`load_profile`'s (see
+    :meth:`ProfileBuilder.pop_chunk` for the one exception: a sample older than
+    one of an earlier chunk). Each chunk's ``unwind_stats`` and ``stats`` are
+    the running totals; the last chunk's are the file's."""
+    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
+    try:
+        b = ProfileBuilder(op.source.attrs, event_names=op.pf.event_names, symbolizer=op.symbolizer,
+                           keep_raw=keep_raw, unwind=unwind, arch=op.arch, callchain=callchain)
+        tp = _tracepoint_formats(op.pf) if keep_raw else {}
+        for prof in iter_builder_chunks(op.source, b, name=op.pf.source,
+                                        chunk_samples=chunk_samples or CHUNK_SAMPLES):
+            prof.tp_formats = tp
+            yield prof
+    finally:
+        op.close()

@@ -206,10 +206,11 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     if isinstance(call_graph, str):
         call_graph = parse_call_graph(call_graph)
     n = len(p)
+    cnt = p.count  # samples per row (a collapsed profile), None: one
     total = float(p.period.sum(dtype=np.float64)) if n else 0.0
     ev = event if event is not None else ",".join(p.event_names[i] for i in uniq(p.event).tolist()) \
         if n else ",".join(p.event_names)
-    rep = Report(ev, n, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
+    rep = Report(ev, p.nr_samples, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
     if call_graph is not None and p.has_callchain:
         rep.call_graph = call_graph
     if n == 0:
@@ -237,6 +238,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         pair = pair[first_of]
         ch_key = pair % (ns * nf)
         ch_w = p.period.astype(np.float64)[pair // (ns * nf)]
+        ch_n = cnt[pair // (ns * nf)] if cnt is not None else None
     # compact the key space
     if ns * nf <= (1 << 24):
         present = np.zeros(ns * nf, dtype=bool)
@@ -255,11 +257,11 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         ch_k = inv[n:] if use_children else None
     nkeys = len(ukey)
     self_period = np.bincount(self_k, weights=p.period.astype(np.float64), minlength=nkeys)
-    self_samples = np.bincount(self_k, minlength=nkeys)
+    self_samples = _counts(self_k, cnt, nkeys)
     child_period = child_samples = None
     if use_children:
         child_period = np.bincount(ch_k, weights=ch_w, minlength=nkeys)
-        child_samples = np.bincount(ch_k, minlength=nkeys)
+        child_samples = _counts(ch_k, ch_n, nkeys)
     elif children:
         child_period, child_samples = self_period, self_samples
     main = child_period if child_period is not None else self_period
@@ -329,6 +331,13 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         for row, tree in zip(rep.rows, trees):
             row.callchain = tree
     return rep
+
+
+def _counts(k: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:
+    """Samples per key: occurrences of each key, or the sum of ``weights`` (samples per row)."""
+    if weights is None:
+        return np.bincount(k, minlength=size)
+    return np.bincount(k, weights=weights, minlength=size).astype(np.int64)
 
 
 def _nr(n: int) -> str:

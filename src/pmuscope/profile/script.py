@@ -52,15 +52,27 @@ def default_fields(p: Profile) -> tuple[str, ...]:
     return tuple(f)
 
 
-def _frame_table(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: bool, dso: bool,
-                 prefix: str, suffix: str) -> np.ndarray:
+def _frame_table(p: Profile, **kw) -> np.ndarray:
     """Object array indexed by frame id: the text (bytes) of every frame."""
-    addrs = (p.frame_addr if relative else p.frame_ip).tolist()
-    syms = p.frame_sym.tolist()
-    offs = p.frame_off.tolist()
-    dsos = p.frame_dso.tolist()
-    name_cache: dict[int, str] = {}
-    dso_cache: dict[int, str] = {}
+    return _objects(_frame_lines(p, **kw))
+
+
+def _objects(texts: list[bytes]) -> np.ndarray:
+    arr = np.empty(len(texts), dtype=object)
+    arr[:] = texts
+    return arr
+
+
+def _frame_lines(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: bool, dso: bool,
+                 prefix: str, suffix: str, start: int = 0, caches: tuple[dict, dict] | None = None) -> list[bytes]:
+    """The text (bytes) of every frame from id ``start`` on."""
+    addrs = (p.frame_addr[start:] if relative else p.frame_ip[start:]).tolist()
+    syms = p.frame_sym[start:].tolist()
+    offs = p.frame_off[start:].tolist()
+    dsos = p.frame_dso[start:].tolist()
+    name_cache: dict[int, str]
+    dso_cache: dict[int, str]
+    name_cache, dso_cache = caches if caches is not None else ({}, {})
     texts = []
     for a, s, o, d in zip(addrs, syms, offs, dsos):
         t = prefix
@@ -77,9 +89,7 @@ def _frame_table(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: boo
                 dn = dso_cache[d] = p.dso_name(d)
             t += f" ({dn})"
         texts.append((t + suffix).encode("utf-8", "surrogateescape"))
-    arr = np.empty(len(texts), dtype=object)
-    arr[:] = texts
-    return arr
+    return texts
 
 
 def _put_digits(rows: np.ndarray, vals: np.ndarray, *, zero_pad: bool = False) -> None:
@@ -243,20 +253,52 @@ def _middle_slow(p: Profile, i: int, fs: set) -> bytes:
     return t.encode()
 
 
+class ScriptFormatter:
+    """``perf script`` text of one recording handed over in pieces (the chunks
+    of :func:`~pmuscope.profile.model.iter_profile_chunks`, which share one
+    frame table): each frame's text is built once, when a chunk first uses
+    the table up to it. The text of each sample depends on that sample and the
+    shared tables alone, so the pieces' texts joined are the whole profile's."""
+
+    def __init__(self, fields: Sequence[str] | None = None, *, callchain: bool = True, batch: int = 65536) -> None:
+        self.fields = tuple(fields) if fields else None
+        self.callchain = callchain
+        self.batch = batch
+        self._texts: list[bytes] = []
+        self._table: np.ndarray | None = None
+        self._caches: tuple[dict, dict] = ({}, {})
+
+    def _frame_texts(self, p: Profile, chain: bool, fs: set) -> np.ndarray:
+        nf = len(p.frame_ip)
+        if self._table is None or len(self._table) < nf:
+            if nf > len(self._texts):
+                self._texts += _frame_lines(p, relative=chain, ip="ip" in fs, sym="sym" in fs or "symoff" in fs,
+                                            symoff="symoff" in fs, dso="dso" in fs, prefix="\t" if chain else "",
+                                            suffix="\n", start=len(self._texts), caches=self._caches)
+            self._table = _objects(self._texts)
+        return self._table
+
+    def format(self, p: Profile) -> Iterator[bytes]:
+        """Yield the text of ``p``'s samples, ``batch`` samples at a time."""
+        if self.fields is None:
+            self.fields = default_fields(p)
+        fields = self.fields
+        fs = set(fields)
+        want_frames = bool(fs & {"ip", "sym", "dso"})
+        chain = self.callchain and p.has_callchain and want_frames
+        table = self._frame_texts(p, chain, fs) if want_frames else None
+        yield from _format(p, fields, fs, chain, table, self.batch)
+
+
 def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
                       batch: int = 65536) -> Iterator[bytes]:
     """Yield the ``perf script`` text of ``p`` as UTF-8 bytes, ``batch`` samples at a time."""
-    fields = tuple(fields) if fields else default_fields(p)
-    fs = set(fields)
-    want_frames = bool(fs & {"ip", "sym", "dso"})
-    chain = callchain and p.has_callchain and want_frames
-    sym = "sym" in fs or "symoff" in fs
-    symoff = "symoff" in fs
+    return ScriptFormatter(fields, callchain=callchain, batch=batch).format(p)
+
+
+def _format(p: Profile, fields: tuple, fs: set, chain: bool, table: np.ndarray | None,
+            batch: int) -> Iterator[bytes]:
     n = len(p)
-    table = None
-    if want_frames:
-        table = _frame_table(p, relative=chain, ip="ip" in fs, sym=sym, symoff=symoff, dso="dso" in fs,
-                             prefix="\t" if chain else "", suffix="\n")
     stacks = _stack_texts(p, table) if chain else None
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)

@@ -1,0 +1,203 @@
+"""A recording's samples collapsed as they are read: one row per distinct
+sample (event, comm, pid, tid, cpu, cpumode, leaf frame, call chain) with the
+sum of its periods and the number of samples it stands for
+(``Profile.count``).
+
+``report`` aggregates nothing else, so it reads a file of any size this way
+in the memory of its distinct samples (and distinct call chains) instead of
+every sample's frames. The chunks of
+:func:`~pmuscope.profile.model.iter_profile_chunks` are collapsed one at a
+time and the rows merged whenever they have doubled; call chains are interned
+(one copy of each distinct chain). Rows come in the order of their first
+sample, so a report's representatives (the first sample of each key, whose
+comm a ``pid`` row shows) are the whole profile's.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .._np import uniq_inv
+from .model import Profile, _take_flat
+
+#: the columns a row may be told apart by (``Collapser(keep=...)`` picks)
+KEYS = ("event", "comm", "pid", "tid", "cpu", "cpumode", "leaf", "chain")
+
+
+def keys_for_sort(sort: Iterable[str]) -> tuple[str, ...]:
+    """The columns a report sorted by ``sort`` tells samples apart by: the
+    event, comm, leaf frame and call chain, and pid, tid and cpu when sorted on."""
+    return ("event", "comm", *(k for k in ("pid", "tid", "cpu") if k in sort), "leaf", "chain")
+
+
+def _reduce(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Rows with equal keys merged: periods and counts summed, the earliest
+    ``first`` (and its ``time``) kept."""
+    n = len(cols["first"])
+    if n <= 1:
+        return cols
+    order = np.lexsort(tuple(cols[k] for k in reversed(keys)))
+    flag = np.zeros(n, dtype=bool)
+    flag[0] = True
+    for k in keys:
+        v = cols[k][order]
+        flag[1:] |= v[1:] != v[:-1]
+    if flag.all():
+        return cols
+    starts = np.flatnonzero(flag)
+    out = {k: cols[k][order[starts]] for k in keys}
+    out["period"] = np.add.reduceat(cols["period"][order], starts)
+    out["count"] = np.add.reduceat(cols["count"][order], starts)
+    # the earliest sample of each run: its position among the run's rows
+    fo = cols["first"][order]
+    first = np.minimum.reduceat(fo, starts)
+    run = np.cumsum(flag) - 1
+    at = np.flatnonzero(fo == first[run])
+    pick = np.empty(len(starts), dtype=np.int64)
+    pick[run[at][::-1]] = at[::-1]  # the first such position of each run
+    out["first"] = first
+    out["time"] = cols["time"][order][pick]
+    return out
+
+
+class Collapser:
+    """Collapse chunk profiles (one recording, in order) into one profile.
+    ``keep``: the columns rows are told apart by (all of :data:`KEYS` by
+    default); the others read 0 in the collapsed profile."""
+
+    def __init__(self, keep: Iterable[str] = KEYS) -> None:
+        self.keys = tuple(k for k in KEYS if k in set(keep))
+        self._chain_ids: dict[bytes, int] = {}
+        self._chains: list[np.ndarray] = []
+        self._parts: list[dict[str, np.ndarray]] = []
+        self._rows = 0
+        self._merged_rows = 0
+        self._seen = 0
+        self.last: Profile | None = None
+        #: newest sample time seen (a row keeps its first sample's time)
+        self.time_max: int | None = None
+        self._p0: list[tuple[np.ndarray, np.ndarray]] = []  # (period, samples) of event 0, by chunk
+
+    def _chain_of(self, c: Profile) -> np.ndarray:
+        n = len(c)
+        if not c.has_callchain or not len(c.stack):
+            return np.zeros(n, dtype=np.int64)
+        from .callchain import _distinct_chains
+
+        cls, rep = _distinct_chains(c.stack, c.stack_offsets, np.zeros(n, dtype=np.int64))
+        off = c.stack_offsets
+        ids = self._chain_ids
+        gid = np.empty(len(rep), dtype=np.int64)
+        for j, r in enumerate(rep.tolist()):
+            fr = c.stack[off[r]:off[r + 1]]
+            key = fr.tobytes()
+            g = ids.get(key)
+            if g is None:
+                g = ids[key] = len(self._chains)
+                self._chains.append(fr.copy())
+            gid[j] = g
+        return gid[cls]
+
+    def add(self, c: Profile) -> None:
+        """Collapse one chunk into the rows."""
+        self.last = c
+        n = len(c)
+        if n == 0:
+            return
+        tmax = int(c.time.max())
+        self.time_max = tmax if self.time_max is None else max(self.time_max, tmax)
+        self._p0.append(_histogram(c.period[c.event == 0], None if c.count is None else c.count[c.event == 0]))
+        if len(self._p0) >= 32:
+            self._p0 = [_merge_histograms(self._p0)]
+        cols = {k: self._chain_of(c) if k == "chain" else getattr(c, k).astype(np.int64) for k in self.keys}
+        cols.update({"period": c.period.astype(np.uint64), "time": c.time,
+                     "count": np.ones(n, dtype=np.int64) if c.count is None else c.count.astype(np.int64),
+                     "first": self._seen + np.arange(n, dtype=np.int64)})
+        self._seen += n
+        part = _reduce(cols, self.keys)
+        self._parts.append(part)
+        self._rows += len(part["first"])
+        if self._rows >= 2 * self._merged_rows + 65536:
+            self._merge()
+
+    def _merge(self) -> None:
+        if len(self._parts) > 1:
+            cols = {k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}
+            self._parts = [_reduce(cols, self.keys)]
+        self._rows = self._merged_rows = len(self._parts[0]["first"]) if self._parts else 0
+
+    def profile(self) -> Profile:
+        """The collapsed profile of every chunk added (rows by first sample)."""
+        self._merge()
+        last = self.last
+        if last is None:
+            raise ValueError("no chunk was added")
+        cols = self._parts[0] if self._parts else None
+        if cols is None:
+            return last.select(np.zeros(0, dtype=np.int64))
+        order = np.argsort(cols["first"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        for k in KEYS:
+            if k not in cols:
+                cols[k] = np.zeros(len(order), dtype=np.int64)
+        if last.has_callchain and self._chains:
+            lens = np.fromiter((len(x) for x in self._chains), dtype=np.int64, count=len(self._chains))
+            coff = np.zeros(len(lens) + 1, dtype=np.int64)
+            np.cumsum(lens, out=coff[1:])
+            flat = np.concatenate(self._chains).astype(np.int32, copy=False)
+            stack, st_off = _take_flat(flat, coff, cols["chain"])
+        else:
+            stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(len(order) + 1, dtype=np.int64)
+        leaf = cols["leaf"].astype(np.int32)
+        return Profile(
+            pid=cols["pid"], tid=cols["tid"], cpu=cols["cpu"].astype(np.int32), time=cols["time"],
+            period=cols["period"], event=cols["event"].astype(np.int16), comm=cols["comm"].astype(np.int32),
+            ip=last.frame_ip[leaf], cpumode=cols["cpumode"].astype(np.uint8), leaf=leaf, stack=stack,
+            stack_offsets=st_off, frame_ip=last.frame_ip, frame_addr=last.frame_addr, frame_dso=last.frame_dso,
+            frame_sym=last.frame_sym, frame_off=last.frame_off, frame_kernel=last.frame_kernel, comms=last.comms,
+            event_names=last.event_names, symbolizer=last.symbolizer, has_callchain=last.has_callchain,
+            has_cpu=last.has_cpu, has_time=last.has_time, lost=last.lost, stats=last.stats, source=last.source,
+            tp_formats=last.tp_formats, unwind_stats=last.unwind_stats, count=cols["count"])
+
+
+    def period_histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(period, samples)`` of the first event's samples: each distinct
+        period (sorted) and how many samples had it."""
+        return _merge_histograms(self._p0)
+
+
+def _histogram(v: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    if not len(v):
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    u, inv = uniq_inv(v)
+    cnt = np.bincount(inv.reshape(-1), weights=w, minlength=len(u))
+    return u, cnt.astype(np.int64)
+
+
+def _merge_histograms(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    return _histogram(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def weighted_median(values: np.ndarray, counts: np.ndarray) -> float:
+    """``np.median`` of ``values[i]`` repeated ``counts[i]`` times (``values`` sorted)."""
+    n = int(counts.sum())
+    ends = np.cumsum(counts)
+    mid = [n // 2] if n % 2 else [n // 2 - 1, n // 2]
+    picks = values[np.searchsorted(ends, np.asarray(mid, dtype=np.int64), side="right")]
+    return float(np.median(picks))
+
+
+def collapse_chunks(chunks: Iterable[Profile], keep: Iterable[str] = KEYS) -> Profile:
+    """One collapsed :class:`~pmuscope.profile.model.Profile` of the chunks of
+    one recording (``count`` per row); reports built from it are those of the
+    chunks joined (for a report's sort keys: :func:`keys_for_sort`)."""
+    c = Collapser(keep)
+    for chunk in chunks:
+        c.add(chunk)
+    return c.profile()
