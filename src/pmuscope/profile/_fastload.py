@@ -286,33 +286,15 @@ def _cache_store(boot: str, data: bytes, table: SymbolTable, name_at: np.ndarray
     path = _cache_path(boot)
     if path is None or not len(table) or len(data) >= 1 << 32:
         return
-    d = os.path.dirname(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        head = _MAGIC + np.array([len(table), len(data), 0], dtype=np.uint64).tobytes()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            f.write(np.ascontiguousarray(table.starts, dtype=np.uint64).tobytes())
-            f.write(np.ascontiguousarray(name_at, dtype=np.uint32).tobytes())
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return
+    from ..system.cache import store
+
+    head = _MAGIC + np.array([len(table), len(data), 0], dtype=np.uint64).tobytes()
     # tables of earlier boots are never valid again, nor half-written ones (a
     # process that exited while its loader thread was writing)
-    mine = os.path.basename(path)
-    try:
-        for name in os.listdir(d):
-            if name.startswith("kallsyms-") and f"-{os.geteuid()}.bin" in name and name != mine:
-                os.unlink(os.path.join(d, name))
-    except OSError:
-        pass
+    suffix = f"-{os.geteuid()}.bin"
+    store(path, [head, np.ascontiguousarray(table.starts, dtype=np.uint64).tobytes(),
+                 np.ascontiguousarray(name_at, dtype=np.uint32).tobytes(), data],
+          lambda name: name.startswith("kallsyms-") and suffix in name)
 
 
 def _hex_fields(data: bytes, starts: np.ndarray) -> np.ndarray | None:

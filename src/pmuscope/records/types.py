@@ -390,56 +390,41 @@ class LostSamples(Record):
         self.lost = lost
 
 
-class Throttle(Record):
+class _ThrottleRecord(Record):
+    """PERF_RECORD_THROTTLE and UNTHROTTLE: the same fields."""
+
     __slots__ = ("throttle_time", "id", "stream_id")
     _fields = Record._fields + __slots__
+
+    throttle_time: int
+    id: int
+    stream_id: int
+
+    def __init__(
+        self,
+        offset: int,
+        misc: int,
+        sample_id: SampleId | None,
+        throttle_time: int,
+        id: int,
+        stream_id: int,
+    ) -> None:
+        self.offset = offset
+        self.misc = misc
+        self.sample_id = sample_id
+        self.throttle_time = throttle_time
+        self.id = id
+        self.stream_id = stream_id
+
+
+class Throttle(_ThrottleRecord):
+    __slots__ = ()
     type = R.THROTTLE
 
-    throttle_time: int
-    id: int
-    stream_id: int
 
-    def __init__(
-        self,
-        offset: int,
-        misc: int,
-        sample_id: SampleId | None,
-        throttle_time: int,
-        id: int,
-        stream_id: int,
-    ) -> None:
-        self.offset = offset
-        self.misc = misc
-        self.sample_id = sample_id
-        self.throttle_time = throttle_time
-        self.id = id
-        self.stream_id = stream_id
-
-
-class Unthrottle(Record):
-    __slots__ = ("throttle_time", "id", "stream_id")
-    _fields = Record._fields + __slots__
+class Unthrottle(_ThrottleRecord):
+    __slots__ = ()
     type = R.UNTHROTTLE
-
-    throttle_time: int
-    id: int
-    stream_id: int
-
-    def __init__(
-        self,
-        offset: int,
-        misc: int,
-        sample_id: SampleId | None,
-        throttle_time: int,
-        id: int,
-        stream_id: int,
-    ) -> None:
-        self.offset = offset
-        self.misc = misc
-        self.sample_id = sample_id
-        self.throttle_time = throttle_time
-        self.id = id
-        self.stream_id = stream_id
 
 
 class Switch(Record):

@@ -115,28 +115,12 @@ def _keep_range(procfs_root: str, first: bytes, text: int, etext: int) -> None:
     path = _range_path(procfs_root)
     if path is None:
         return
-    d = os.path.dirname(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_RANGE_MAGIC + text.to_bytes(8, "little") + etext.to_bytes(8, "little") + first)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return
+    from ..system.cache import store
+
     # ranges of earlier boots are never valid again
-    mine = os.path.basename(path)
-    try:
-        for name in os.listdir(d):
-            if name.startswith("kernel-text-") and name.endswith(f"-{os.geteuid()}.bin") and name != mine:
-                os.unlink(os.path.join(d, name))
-    except OSError:
-        pass
+    suffix = f"-{os.geteuid()}.bin"
+    store(path, [_RANGE_MAGIC + text.to_bytes(8, "little") + etext.to_bytes(8, "little") + first],
+          lambda name: name.startswith("kernel-text-") and name.endswith(suffix))
 
 
 def kernel_mmap(sample_type: int, procfs_root: str = "/proc") -> bytes:
