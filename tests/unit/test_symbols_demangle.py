@@ -41,11 +41,11 @@ RUST_LEGACY = {
 }
 
 
-def cxxfilt(names: list[str]) -> list[str]:
+def cxxfilt(names: list[str], *opts: str) -> list[str]:
     path = shutil.which("c++filt")
     if path is None:
         pytest.skip("c++filt (binutils) is not installed")
-    out = subprocess.run([path], input="\n".join(names) + "\n", capture_output=True, text=True,
+    out = subprocess.run([path, *opts], input="\n".join(names) + "\n", capture_output=True, text=True,
                          check=True, timeout=60).stdout
     return out.splitlines()
 
@@ -78,10 +78,14 @@ def test_cxx_matches_cxxfilt_on_compiled_program(bins):
         pytest.skip("libstdc++ (__cxa_demangle) is not loadable here")
     names = mangled_names(bins["demo_cxx"])
     assert any("Widget" in n for n in names) and len(names) > 20
-    got = [demangle(n) for n in names]
+    got = [demangle(n, params=True) for n in names]
     assert got == cxxfilt(names)
     assert "outer::inner::free_function(std::__cxx11::basic_string<char, std::char_traits<char>, " \
            "std::allocator<char> > const&, int)" in got
+    # perf's default (no -v): libiberty's DMGL_NO_OPTS, which is c++filt -p
+    short = [demangle(n) for n in names]
+    assert short == cxxfilt(names, "-p")
+    assert "outer::inner::free_function" in short
 
 
 def test_cxx_matches_cxxfilt_on_libstdcxx():
@@ -98,9 +102,12 @@ def test_cxx_matches_cxxfilt_on_libstdcxx():
         pytest.skip(f"no libstdc++.so.6 file found ({ctypes.util.find_library('stdc++')})")
     names = [n.split("@")[0] for n in mangled_names(lib, limit=2000)]
     assert len(names) > 500
-    got = [demangle(n) for n in names]
+    got = [demangle(n, params=True) for n in names]
     assert [abbreviate(g) for g in got] == [abbreviate(r) for r in cxxfilt(names)]
     assert "std::istream::gcount() const" in got
+    short = [demangle(n) for n in names]
+    assert [abbreviate(g) for g in short] == [abbreviate(r) for r in cxxfilt(names, "-p")]
+    assert "std::istream::gcount" in short
 
 
 def test_rust_legacy_known_strings_and_cxxfilt():
@@ -138,3 +145,25 @@ def test_rust_works_without_libstdcxx(monkeypatch):
         assert demangle("_Z3foov") == "_Z3foov"  # C++ needs __cxa_demangle
     finally:
         demangle.cache_clear()
+
+
+@pytest.mark.parametrize("full, short", [
+    ("long work<long>(long)", "work<long>"),
+    ("foo::S::bar(int) const", "foo::S::bar"),
+    ("unsigned long argpartition_unrolled<zmm_vector<unsigned long>, zmm_vector<unsigned long>, 4, unsigned long>"
+     "(unsigned long*, unsigned long*, unsigned long, unsigned long, unsigned long, unsigned long*, unsigned long*)"
+     " [clone .part.0] [clone .constprop.0]",
+     "argpartition_unrolled<zmm_vector<unsigned long>, zmm_vector<unsigned long>, 4, unsigned long>"),
+    ("bool operator< <int>(foo<int> const&, foo<int> const&)", "operator< <int>"),
+    ("foo::operator()(int) &&", "foo::operator()"),
+    ("foo::operator unsigned long() const", "foo::operator unsigned long"),
+    ("operator delete(void*)", "operator delete"),
+    ("(anonymous namespace)::run(int)", "(anonymous namespace)::run"),
+    ("void std::sort<int*, {lambda(int, int)#1}>(int*, int*)", "std::sort<int*, {lambda(int, int)#1}>"),
+    ("non-virtual thunk to foo::bar() const", "non-virtual thunk to foo::bar() const"),
+    ("vtable for foo", "vtable for foo"),
+])
+def test_without_params_as_libiberty(full, short):
+    from pmuscope.symbols.demangle import without_params
+
+    assert without_params(full) == short

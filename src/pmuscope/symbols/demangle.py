@@ -384,15 +384,22 @@ def demangle_rust(name: str, keep_hash: bool = False) -> str | None:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def demangle(name: str) -> str:
-    """Demangle a C++ or Rust symbol name; other names come back unchanged."""
+def demangle(name: str, params: bool = False) -> str:
+    """Demangle a C++ or Rust symbol name; other names come back unchanged.
+
+    C++ names come as perf prints them (its ``DMGL_NO_OPTS``, what ``c++filt -p``
+    prints): the qualified name with its template arguments, without the
+    function's parameters, return type, cv-qualifiers or clone suffixes
+    (``foo::S::bar``, ``work<long>``). ``params=True`` gives the whole
+    signature, as ``c++filt`` and ``perf -v`` print it
+    (``foo::S::bar(int) const``, ``long work<long>(long)``)."""
     if not name or name[0] != "_":
         return name
     if name.startswith(("_R", "__R")):
         return _v0_rust(name) or name
     if "@" in name:  # symbol version (foo@@GLIBC_2.2.5, foo@plt): not part of the mangling
         base, at, version = name.partition("@")
-        out = demangle(base)
+        out = demangle(base, params)
         return name if out == base else f"{out}@{version}"
     if name.startswith(("_Z", "__Z")):
         r = _legacy_rust(name)
@@ -405,5 +412,91 @@ def demangle(name: str) -> str:
             out = demangle_cxx(base)
             if out is not None:
                 out = f"{out} [clone .{suffix}]"
-        return out if out is not None else name
+        if out is None:
+            return name
+        return out if params else without_params(out)
     return name
+
+
+_SPECIAL = ("transaction clone for ", "non-transaction clone for ", "non-virtual thunk to ", "virtual thunk to ",
+            "covariant return thunk to ", "guard variable for ", "vtable for ", "VTT for ", "typeinfo for ",
+            "typeinfo name for ", "typeinfo fn for ", "construction vtable for ", "reference temporary ",
+            "TLS init function for ", "TLS wrapper function for ", "hidden alias for ", "java Class for ")
+_QUALIFIERS = (" const", " volatile", " restrict", " &&", " &", " noexcept", " transaction_safe")
+
+
+def without_params(text: str) -> str:
+    """A demangled C++ signature without its parameter list, return type,
+    trailing qualifiers and ``[clone ...]`` suffixes: ``long work<long>(long)``
+    -> ``work<long>``. Names that are not functions (``vtable for X``,
+    variables) come back unchanged."""
+    if text.startswith(_SPECIAL):  # thunks, guard variables, vtables...: printed whole, as libiberty does
+        return text
+    while text.endswith("]") and " [clone " in text:
+        text = text[: text.rindex(" [clone ")]
+    end = len(text)
+    changed = True
+    while changed:  # qualifiers after the parameter list
+        changed = False
+        for q in _QUALIFIERS:
+            if text.endswith(q, 0, end):
+                end -= len(q)
+                changed = True
+    if end == 0 or text[end - 1] != ")":
+        return text
+    depth = 0
+    i = end - 1
+    while i >= 0:  # the '(' of the outermost parameter list
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth == 0:
+                break
+        i -= 1
+    if i <= 0:
+        return text
+    name = text[:i]
+    return name[_name_start(name):]
+
+
+def _name_start(name: str) -> int:
+    """Where the function's qualified name starts after a return type
+    (template functions have one): after the last space outside <>, (), []
+    and {} and before any ``operator`` of the last name component."""
+    limit = len(name)
+    op = _operator_at(name)
+    if op is not None:
+        limit = op
+    depth = 0
+    start = 0
+    for i in range(limit):
+        c = name[i]
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            depth -= 1
+        elif c == " " and depth == 0:
+            start = i + 1
+    return start
+
+
+def _operator_at(name: str) -> int | None:
+    """Index of the ``operator`` that names the function (``X::operator<``,
+    ``operator new``), outside template arguments; None when there is none."""
+    depth = 0
+    i = 0
+    n = len(name)
+    while i < n:
+        if name.startswith("operator", i) and (i == 0 or name[i - 1] in ": ") and depth == 0:
+            rest = name[i + 8: i + 9]
+            if not (rest.isalnum() or rest == "_"):
+                return i
+        c = name[i]
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            depth -= 1
+        i += 1
+    return None
