@@ -149,16 +149,22 @@ def test_cgroup_counts_only_its_tasks():
         pytest.skip("no writable cgroup2 hierarchy")
     path = os.path.join(root, f"pmuscope-test-{os.getpid()}")
     os.mkdir(path)
-    proc = subprocess.Popen(WORKLOAD + ["busy", "0.4"], stdin=subprocess.DEVNULL)
+    # a fixed amount of work (not a wall-clock loop: on a loaded machine that gets a fraction of a CPU)
+    proc = subprocess.Popen(WORKLOAD + ["iterations", "40000"], stdin=subprocess.DEVNULL)
     try:
         with open(os.path.join(path, "cgroup.procs"), "w") as f:
             f.write(str(proc.pid))
         with count("task-clock", cgroup=path) as c:
-            proc.wait()
+            _, status, ru = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
         busy = c.last["task-clock"].value
+        cpu_ns = (ru.ru_utime + ru.ru_stime) * 1e9  # the kernel's own account of the child's CPU time
         with count("task-clock", cgroup=path) as c:
             time.sleep(0.2)  # the cgroup is empty now
-        assert busy > 0.15e9 and c.last["task-clock"].value == 0
+        # all of the child's CPU time after it joined the cgroup and none of anyone else's: at most its whole
+        # CPU time, at least what its work took beyond the interpreter's start (well under half of it)
+        assert 0.5 * cpu_ns <= busy <= cpu_ns * 1.02 + 5e6, (busy, cpu_ns)
+        assert c.last["task-clock"].value == 0
     finally:
         proc.kill()
         proc.wait()

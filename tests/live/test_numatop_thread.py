@@ -47,7 +47,7 @@ def spinner():
 def test_threads_json_has_per_node_breakdown(spinner):
     pid, tid = spinner
     out = subprocess.run([sys.executable, "-m", "pmuscope", "numatop", "--once", "--json", "--threads", "-d", "1",
-                          "--top", "5"], capture_output=True, text=True, timeout=60)
+                          "--top", "50"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     row = next(t for t in d["threads"] if (t["pid"], t["tid"]) == (pid, tid))
@@ -82,7 +82,7 @@ def test_threads_csv_rows_name_the_spinning_thread(spinner):
 
     pid, tid = spinner
     out = subprocess.run([sys.executable, "-m", "pmuscope", "numatop", "--once", "--csv", "--threads", "-d", "1",
-                          "--top", "5"], capture_output=True, text=True, timeout=60)
+                          "--top", "50"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     body = [line for line in out.stdout.splitlines() if not line.startswith("#")]
     assert body[0].split(",") == [*CSV_COLUMNS, "tid"]  # the old columns where they were, tid last
