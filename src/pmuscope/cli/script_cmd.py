@@ -30,7 +30,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 #: samples ``script`` lets wait before resolving the rounds that hold them in one step
-ROUND_SAMPLES = 32768
+ROUND_SAMPLES = 16384
 
 
 def _round_samples() -> int:

@@ -314,11 +314,11 @@ class ProfileBuilder:
                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, unwind: bool | None = None,
                  arch: str | None = None, callchain: bool = True, round_samples: int = 0) -> None:
         self.attrs = attrs
-        #: resolve FINISHED_ROUNDs together until this many samples wait (0: each
-        #: round on its own); see :meth:`_process_rounds` for what stays the same
+        #: resolve FINISHED_ROUNDs together until this many samples and call-chain
+        #: entries wait (0: each round on its own); see :meth:`_process_rounds`
         self.round_samples = max(int(round_samples), 0)
         self._limits: list[int] = []  # flush limits of the rounds put off (round_samples)
-        self._nbuf = 0  # samples in _batches
+        self._nbuf = 0  # samples and call-chain entries in _batches
         self.symbolizer = symbolizer if symbolizer is not None else Symbolizer()
         self.maps = self.symbolizer.maps
         self.event_names = list(event_names or [e.name or f"event{e.index}" for e in attrs])
@@ -412,7 +412,9 @@ class ProfileBuilder:
                     if t > self._max_time:
                         self._max_time = t
                 self._batches.append(item)
-                self._nbuf += len(item)
+                # what waits: a sample and the entries of its call chain
+                cc = item.callchain if self.has_callchain else None
+                self._nbuf += len(item) + (len(cc) if cc is not None else 0)
             return
         rtype = getattr(item, "type", None)
         if rtype == R.FINISHED_ROUND:
@@ -420,7 +422,7 @@ class ProfileBuilder:
             # newest time seen before the previous round mark is complete
             if self.round_samples:
                 self._limits.append(self._next_flush)
-                if self._nbuf + (len(self._held) if self._held is not None else 0) >= self.round_samples:
+                if self._nbuf + self._held_size >= self.round_samples:
                     self._process_rounds()
             else:
                 self._process_upto(self._next_flush)
@@ -440,6 +442,13 @@ class ProfileBuilder:
             self._process_rounds()
             self._process_upto(None)
             self._apply(item)
+
+    @property
+    def _held_size(self) -> int:
+        h = self._held
+        if h is None:
+            return 0
+        return len(h) + (len(h.flat["cc"][0]) if "cc" in h.flat else 0)
 
     def _process_rounds(self) -> None:
         """Resolve the rounds put off (``round_samples``) in one step.
