@@ -136,9 +136,13 @@ def _middle(p: Profile, lo: int, hi: int, fs: set) -> list | None:
                  (6, lambda rows: _put_digits(rows, frac, zero_pad=True)), _const(b": ")]
     if "period" in fs:
         per = p.period[lo:hi]
-        if m and int(per.max()) >= 10 ** 10:
+        top = int(per.max()) if m else 0
+        if top >= 10 ** 10:
             return None
-        plan += [(10, lambda rows: _put_digits(rows, per)), _const(b" ")]
+        if m and int(per.min()) == top:  # a fixed period (-c, or -F's steady state): one text
+            plan.append(_const(f"{top:10d} ".encode()))
+        else:
+            plan += [(10, lambda rows: _put_digits(rows, per)), _const(b" ")]
     if "event" in fs:
         # perf script right-aligns event names to the longest of the session (evlist__max_name_len)
         width = max((len(x) for x in p.event_names), default=0)
