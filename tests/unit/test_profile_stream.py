@@ -299,7 +299,8 @@ def _script(path, args, capsysbinary, monkeypatch, env):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
-@pytest.mark.parametrize("args", [[], ["-G"], ["-F", "comm,tid,time,ip,sym,dso"]], ids=lambda a: " ".join(a) or "default")
+@pytest.mark.parametrize("args", [[], ["-G"], ["-F", "comm,tid,time,ip,sym,dso"]],
+                         ids=lambda a: " ".join(a) or "default")
 @pytest.mark.parametrize("rounds", ["1", "7", "100000"])
 def test_rounds_resolved_together_print_the_same_text(path, args, rounds, capsysbinary, monkeypatch):
     # script resolves several FINISHED_ROUNDs in one step: the text is that of the
