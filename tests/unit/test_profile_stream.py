@@ -286,3 +286,112 @@ def test_released_chunks_hold_the_same_records(path, monkeypatch):
                 return None, str(err)
 
     assert read(True) == read(False)
+
+
+def _script(path, args, capsysbinary, monkeypatch, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    rc = cli_main(["script", "-i", path, "--no-kernel-symbols", *args])
+    out, err = capsysbinary.readouterr()
+    for k in env:
+        monkeypatch.delenv(k)
+    return rc, out, _errors(err)
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("args", [[], ["-G"], ["-F", "comm,tid,time,ip,sym,dso"]],
+                         ids=lambda a: " ".join(a) or "default")
+@pytest.mark.parametrize("rounds", ["1", "7", "100000"])
+def test_rounds_resolved_together_print_the_same_text(path, args, rounds, capsysbinary, monkeypatch):
+    # script resolves several FINISHED_ROUNDs in one step: the text is that of the
+    # rounds one by one and of the whole profile (the reference path)
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 5)
+    together = _script(path, args, capsysbinary, monkeypatch, {"PMUSCOPE_SCRIPT_ROUND_SAMPLES": rounds})
+    one_by_one = _script(path, args, capsysbinary, monkeypatch, {"PMUSCOPE_SCRIPT_ROUND_SAMPLES": "0"})
+    ref = _script(path, args, capsysbinary, monkeypatch, {"PMUSCOPE_SCRIPT_STREAM": "0"})
+    assert together == one_by_one == ref
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("rounds", [1, 7, 4096])
+def test_rounds_together_give_the_same_samples_and_frames(path, rounds):
+    # the same samples in the same order with the same frames and comms; only the
+    # ids (the order new frames and comms are met) may differ
+    whole, err = _whole(path)
+    if err is not None:
+        with pytest.raises(PmuscopeError) as exc:
+            list(iter_profile_chunks(path, kernel_symbols=False, round_samples=rounds))
+        assert str(exc.value) == err
+        return
+    chunks = list(iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3, round_samples=rounds))
+    joined = join_chunks(chunks)
+    for name in ("pid", "tid", "cpu", "time", "period", "event", "ip", "cpumode", "stack_offsets"):
+        assert np.array_equal(getattr(joined, name), getattr(whole, name)), name
+    assert [joined.comms[i] for i in joined.comm.tolist()] == [whole.comms[i] for i in whole.comm.tolist()]
+    assert joined.frame_names(joined.leaf) == whole.frame_names(whole.leaf)
+    assert joined.frame_names(joined.stack) == whole.frame_names(whole.stack)
+    for col in ("frame_ip", "frame_addr", "frame_dso", "frame_off", "frame_kernel"):
+        assert np.array_equal(getattr(joined, col)[joined.stack], getattr(whole, col)[whole.stack]), col
+    if whole.has_time:
+        assert np.array_equal(np.concatenate([c.time for c in chunks]), whole.time)
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_rounds_together_keep_a_late_sample_after_its_round(tmp_path, monkeypatch, late):
+    # a sample older than a round put off makes that round resolve first: the
+    # chunks are those of the rounds one by one
+    path = _rounds_file(tmp_path, late)
+    monkeypatch.setattr(model, "CHUNK_SAMPLES", 1)
+    chunks = list(iter_profile_chunks(path, kernel_symbols=False, round_samples=1000))
+    assert [c.time.tolist() for c in chunks if len(c)] == ([[100, 300], [200]] if late else [[100, 300, 400]])
+
+
+def test_rounds_together_name_a_fork_of_an_unnamed_thread_as_one_by_one(tmp_path):
+    # thread 5 has no COMM: its sample names it ":5" once its round is resolved, and a
+    # FORK from it in a later round names the child after it; resolved in one step
+    # the FORK would come first and the child be ":6"
+    from pmuscope.kernel import abi
+    from pmuscope.perfdata import synth
+    from pmuscope.perfdata.writer import PerfDataWriter
+
+    st = abi.PerfSample.IP | abi.PerfSample.TID | abi.PerfSample.TIME | abi.PerfSample.PERIOD
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    path = str(tmp_path / "fork.data")
+    sid = synth.sample_id(st, pid=5, tid=5, time=20)
+    recs = [synth.sample(st, ip=0x1000, pid=5, tid=5, time=10), synth.finished_round(),
+            synth.sample(st, ip=0x1000, pid=5, tid=5, time=15), synth.finished_round(),
+            synth.fork(6, 5, 6, 5, 20, sample_id=sid), synth.sample(st, ip=0x1010, pid=6, tid=6, time=30),
+            synth.finished_round(), synth.finished_round()]
+    with PerfDataWriter(path, [(attr, [], "cpu-clock")], host=False) as w:
+        w.write(b"".join(recs))
+
+    def comms(rounds):
+        chunks = list(iter_profile_chunks(path, kernel_symbols=False, round_samples=rounds))
+        p = join_chunks(chunks)
+        return [p.comms[i] for i in p.comm.tolist()]
+
+    assert comms(0) == [":5", ":5", ":5"]
+    assert comms(1000) == comms(0)
+
+
+def test_junk_addresses_resolve_in_no_process(tmp_path):
+    # an address no user mapping can hold (>= 2^56) is unknown in every process, even
+    # one with a perf-PID.map: the frame does not depend on which process showed it first
+    from pmuscope.symbols.symbolizer import Symbolizer
+
+    (tmp_path / "perf-8.map").write_text("1000 100 jitted\n")
+
+    def first_by(order):
+        b = model.ProfileBuilder([], symbolizer=Symbolizer(tmp_dir=str(tmp_path), kernel=False))
+        pids = np.array(order, dtype=np.int64)
+        ips = np.full(len(order), 0xDFDFDFDF00000000, dtype=np.uint64)
+        fid = b._frames_for(pids, ips, np.zeros(len(order), dtype=bool))
+        f = b._frame_columns()
+        return {int(f["dso"][i]) for i in fid.tolist()}, b
+
+    (d8, b8), (d9, b9) = first_by([8, 9]), first_by([9, 8])
+    assert d8 == d9 == {-1}
+    # the process itself still names its unmapped (not junk) addresses from its perf map
+    fid = b8._frames_for(np.array([8], np.int64), np.array([0x1010], np.uint64), np.array([False]))
+    assert b8._frame_columns()["dso"][fid[0]] >= 0

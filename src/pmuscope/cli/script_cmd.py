@@ -29,6 +29,20 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_filter_options(p)
 
 
+#: samples ``script`` lets wait before resolving the rounds that hold them in one step
+ROUND_SAMPLES = 16384
+
+
+def _round_samples() -> int:
+    v = os.environ.get("PMUSCOPE_SCRIPT_ROUND_SAMPLES")
+    if v is None:
+        return ROUND_SAMPLES
+    try:
+        return max(int(v), 0)
+    except ValueError:
+        return ROUND_SAMPLES
+
+
 def run(args: argparse.Namespace) -> int:
     import itertools
 
@@ -43,12 +57,16 @@ def run(args: argparse.Namespace) -> int:
     show_chain = not args.hide_call_graph
     # samples are read, formatted and written a chunk at a time: memory holds one
     # chunk's samples and the frame tables, whatever the file's size; -G reads no call chains
+    # PMUSCOPE_SCRIPT_STREAM=0: the reference path, the whole profile first (same text)
+    reference = os.environ.get("PMUSCOPE_SCRIPT_STREAM", "1") == "0"
+    # the text does not depend on the ids of frames and comms: rounds are resolved
+    # ROUND_SAMPLES at a time (PMUSCOPE_SCRIPT_ROUND_SAMPLES=0: one by one, as reports)
+    rounds = 0 if reference else _round_samples()
     chunks = iter_profile_chunks(args.input, keep_raw=fields is None or "trace" in fields,
                                  kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace,
-                                 callchain=show_chain)
+                                 callchain=show_chain, round_samples=rounds)
     first = next(chunks)
-    # PMUSCOPE_SCRIPT_STREAM=0: the reference path, the whole profile first (same text)
-    joined = fields is None and bool(first.tp_formats) or os.environ.get("PMUSCOPE_SCRIPT_STREAM", "1") == "0"
+    joined = fields is None and bool(first.tp_formats) or reference
     if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
         first = join_chunks([first, *chunks])
         unwind_note(first, "script")

@@ -312,8 +312,13 @@ class ProfileBuilder:
 
     def __init__(self, attrs: AttrTable, *, event_names: list[str] | None = None,
                  symbolizer: Symbolizer | None = None, keep_raw: bool = False, unwind: bool | None = None,
-                 arch: str | None = None, callchain: bool = True) -> None:
+                 arch: str | None = None, callchain: bool = True, round_samples: int = 0) -> None:
         self.attrs = attrs
+        #: resolve FINISHED_ROUNDs together until this many samples and call-chain
+        #: entries wait (0: each round on its own); see :meth:`_process_rounds`
+        self.round_samples = max(int(round_samples), 0)
+        self._limits: list[int] = []  # flush limits of the rounds put off (round_samples)
+        self._nbuf = 0  # samples and call-chain entries in _batches
         self.symbolizer = symbolizer if symbolizer is not None else Symbolizer()
         self.maps = self.symbolizer.maps
         self.event_names = list(event_names or [e.name or f"event{e.index}" for e in attrs])
@@ -400,30 +405,81 @@ class ProfileBuilder:
         """Apply one decoded item (stream order)."""
         if isinstance(item, SampleBatch):
             if len(item):
-                self._batches.append(item)
                 if item.time is not None:
+                    if self._limits and int(item.time.min()) <= self._limits[-1]:
+                        self._process_rounds()  # older than a round put off: that round first
                     t = int(item.time.max())
                     if t > self._max_time:
                         self._max_time = t
+                self._batches.append(item)
+                # what waits: a sample and the entries of its call chain
+                cc = item.callchain if self.has_callchain else None
+                self._nbuf += len(item) + (len(cc) if cc is not None else 0)
             return
         rtype = getattr(item, "type", None)
         if rtype == R.FINISHED_ROUND:
             # perf's rule (process_finished_round): everything up to the
             # newest time seen before the previous round mark is complete
-            self._process_upto(self._next_flush)
+            if self.round_samples:
+                self._limits.append(self._next_flush)
+                if self._nbuf + self._held_size >= self.round_samples:
+                    self._process_rounds()
+            else:
+                self._process_upto(self._next_flush)
             self._next_flush = self._max_time
             return
         if rtype not in _STATE_RECORDS:
             return
         t = self._record_time(item)
         if self.has_time and t is not None:
+            if self._limits and t <= self._limits[-1]:
+                self._process_rounds()
             self._seq += 1
             self._queue.append((t, self._seq, item))
             if t > self._max_time:
                 self._max_time = t
         else:  # no timestamp: perf delivers such records at once
+            self._process_rounds()
             self._process_upto(None)
             self._apply(item)
+
+    @property
+    def _held_size(self) -> int:
+        h = self._held
+        if h is None:
+            return 0
+        return len(h) + (len(h.flat["cc"][0]) if "cc" in h.flat else 0)
+
+    def _process_rounds(self) -> None:
+        """Resolve the rounds put off (``round_samples``) in one step.
+
+        What one step gives is what the rounds one by one give, up to the ids
+        of new frames, symbols and comms (assigned in another order): no item
+        that came after a put-off round's mark is older than its limit (such
+        an item makes :meth:`feed` resolve the put-off rounds first), so each
+        round's samples and records are those of its time range, in the same
+        order. Samples of a thread without a COMM name it ``:TID`` once
+        resolved; a FORK from such a thread would then name the child after
+        it when the sample's round came before the FORK's. When a FORK's
+        parent thread has no name yet, the rounds are resolved one by one."""
+        limits, self._limits = self._limits, []
+        if not limits:
+            return
+        if len(limits) > 1 and self._queue:
+            top = limits[-1]
+            ready = sorted(q for q in self._queue if q[0] <= top)
+            if any(q[2].type == R.FORK for q in ready):
+                known = set(self._comm_of)
+                for _, _, rec in ready:
+                    if rec.type == R.COMM:
+                        known.add(rec.tid)
+                    elif rec.type == R.FORK:
+                        if rec.ptid not in known:
+                            for lim in limits:
+                                self._process_upto(lim)
+                            return
+                        known.add(rec.tid)
+        self._process_upto(limits[-1])
 
     def _apply(self, item) -> tuple[int | None, tuple[int, int] | None]:
         """Apply a side-band record; returns (maps key it changed: a pid,
@@ -468,6 +524,7 @@ class ProfileBuilder:
 
     def _pending_from_batches(self) -> _Pending | None:
         bs, self._batches = self._batches, []
+        self._nbuf = 0
         if not bs:
             return None
         n = sum(len(b) for b in bs)
@@ -762,6 +819,7 @@ class ProfileBuilder:
 
     def flush(self) -> None:
         """Apply every queued record and resolve every buffered sample."""
+        self._process_rounds()
         self._process_upto(None)
 
     # --- symbolization -----------------------------------------------------------
@@ -842,7 +900,10 @@ class ProfileBuilder:
                 rep = np.empty(len(uk), dtype=np.int64)
                 rep[kinv] = rows
                 r = rep[miss]
-                new = self._new_frames(rep_pid[r], ips[r], kernel[r])
+                # junk is resolved in no process: which process showed it first
+                # (a perf-PID.map names unmapped addresses) would pick its frame
+                new = self._new_frames(np.full(len(r), -1, np.int64) if which == "w" else rep_pid[r], ips[r],
+                                       kernel[r])
                 ufid[miss] = new
                 # both sorted: insert instead of sorting the whole cache again
                 at = np.searchsorted(ckeys, uk[miss])
@@ -1217,18 +1278,26 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
 
 def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = None, keep_raw: bool = False,
                         kernel_symbols: bool | None = None, unwind: bool | None = None, itrace: str | None = None,
-                        callchain: bool = True, chunk_samples: int | None = None) -> Iterator[Profile]:
+                        callchain: bool = True, chunk_samples: int | None = None,
+                        round_samples: int = 0) -> Iterator[Profile]:
     """:func:`load_profile` in pieces: profiles of at least ``chunk_samples``
     samples each (the last may be smaller), in time order, sharing one frame
     table, so a reader of any size holds one chunk's samples at a time. Their
     samples, joined, are :func:`load_profile`'s (see
     :meth:`ProfileBuilder.pop_chunk` for the one exception: a sample older than
     one of an earlier chunk). Each chunk's ``unwind_stats`` and ``stats`` are
-    the running totals; the last chunk's are the file's."""
+    the running totals; the last chunk's are the file's.
+
+    ``round_samples``: resolve rounds together until that many samples wait
+    (:meth:`ProfileBuilder._process_rounds`): the same samples, frames and
+    comms, fewer steps, but frame, symbol and comm ids assigned in another
+    order, so for readers that print by content (``script``), not reports
+    that break ties by id."""
     op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
     try:
         b = ProfileBuilder(op.source.attrs, event_names=op.pf.event_names, symbolizer=op.symbolizer,
-                           keep_raw=keep_raw, unwind=unwind, arch=op.arch, callchain=callchain)
+                           keep_raw=keep_raw, unwind=unwind, arch=op.arch, callchain=callchain,
+                           round_samples=round_samples)
         tp = _tracepoint_formats(op.pf) if keep_raw else {}
         for prof in iter_builder_chunks(op.source, b, name=op.pf.source,
                                         chunk_samples=chunk_samples or CHUNK_SAMPLES):

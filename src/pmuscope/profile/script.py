@@ -136,9 +136,13 @@ def _middle(p: Profile, lo: int, hi: int, fs: set) -> list | None:
                  (6, lambda rows: _put_digits(rows, frac, zero_pad=True)), _const(b": ")]
     if "period" in fs:
         per = p.period[lo:hi]
-        if m and int(per.max()) >= 10 ** 10:
+        top = int(per.max()) if m else 0
+        if top >= 10 ** 10:
             return None
-        plan += [(10, lambda rows: _put_digits(rows, per)), _const(b" ")]
+        if m and int(per.min()) == top:  # a fixed period (-c, or -F's steady state): one text
+            plan.append(_const(f"{top:10d} ".encode()))
+        else:
+            plan += [(10, lambda rows: _put_digits(rows, per)), _const(b" ")]
     if "event" in fs:
         # perf script right-aligns event names to the longest of the session (evlist__max_name_len)
         width = max((len(x) for x in p.event_names), default=0)
@@ -182,9 +186,13 @@ def _rows(mat: np.ndarray) -> list[bytes]:
     return mat.view(f"S{width}").ravel().tolist()
 
 
-def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> tuple[list[bytes], np.ndarray]:
+def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool,
+            cache: dict | None = None) -> tuple[list[bytes], np.ndarray]:
     """``comm tid [cpu] `` texts, one per distinct (comm, pid, tid, cpu) of
-    the batch, and the index of each sample's text."""
+    the batch, and the index of each sample's text. ``cache`` keeps the texts
+    by (comm id, pid, tid, cpu) for the next batches of the same recording
+    (same fields; a ``-a`` recording has hundreds of such prefixes per batch,
+    the same ones again and again)."""
     comm = p.comm[lo:hi].astype(np.int64)
     pid, tid = p.pid[lo:hi], p.tid[lo:hi]
     cpu = p.cpu[lo:hi].astype(np.int64)
@@ -199,7 +207,15 @@ def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> tuple[list[by
     inv[order] = np.cumsum(flag) - 1
     u = zip(*(c[flag].tolist() for c in cols))
     out = []
-    for c, pi, ti, cp in u:
+    if cache is None:
+        cache = {}
+    get = cache.get
+    for key in u:
+        b = get(key)
+        if b is not None:
+            out.append(b)
+            continue
+        c, pi, ti, cp = key
         t = ""
         if "comm" in fs:
             name = p.comms[c]
@@ -212,18 +228,20 @@ def _prefix(p: Profile, lo: int, hi: int, fs: set, chain: bool) -> tuple[list[by
             t += f"{ti:5d} "
         if "cpu" in fs:
             t += f"[{cp:03d}] "
-        out.append(t.encode("utf-8", "surrogateescape"))
+        b = cache[key] = t.encode("utf-8", "surrogateescape")
+        out.append(b)
     return out, inv
 
 
-def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool, end: bytes = b"") -> list[bytes]:
+def _headers(p: Profile, lo: int, hi: int, fields: Sequence[str], chain: bool, end: bytes = b"",
+             cache: dict | None = None) -> list[bytes]:
     """The header of each sample (``comm tid [cpu] secs.usecs: period event: ``),
     followed by ``end``. Built as one byte matrix when every prefix of the
     batch has the same length (one comm, one thread: the common case), so
     each header is one row of it and no string is concatenated per sample."""
     fs = set(fields)
     m = hi - lo
-    pre, pinv = _prefix(p, lo, hi, fs, chain)
+    pre, pinv = _prefix(p, lo, hi, fs, chain, cache)
     plan = _middle(p, lo, hi, fs)
     if plan is None:
         mid = [_middle_slow(p, i, fs) for i in range(lo, hi)]
@@ -267,6 +285,8 @@ class ScriptFormatter:
         self._texts: list[bytes] = []
         self._table: np.ndarray | None = None
         self._caches: tuple[dict, dict] = ({}, {})
+        # (comm id, pid, tid, cpu) -> its ``comm tid [cpu] `` text, by fields and chain
+        self._prefixes: dict = {}
 
     def _frame_texts(self, p: Profile, chain: bool, fs: set) -> np.ndarray:
         nf = len(p.frame_ip)
@@ -287,7 +307,8 @@ class ScriptFormatter:
         want_frames = bool(fs & {"ip", "sym", "dso"})
         chain = self.callchain and p.has_callchain and want_frames
         table = self._frame_texts(p, chain, fs) if want_frames else None
-        yield from _format(p, fields, fs, chain, table, self.batch)
+        prefixes = self._prefixes.setdefault((frozenset(fs), chain), {})
+        yield from _format(p, fields, fs, chain, table, self.batch, prefixes)
 
 
 def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
@@ -297,13 +318,13 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
 
 
 def _format(p: Profile, fields: tuple, fs: set, chain: bool, table: np.ndarray | None,
-            batch: int) -> Iterator[bytes]:
+            batch: int, prefixes: dict | None = None) -> Iterator[bytes]:
     n = len(p)
     stacks = _stack_texts(p, table) if chain else None
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
         # with call chains, the header line ends here, or where the stack's text begins
-        heads = _headers(p, lo, hi, fields, chain, b"\n" if chain and stacks is None else b"")
+        heads = _headers(p, lo, hi, fields, chain, b"\n" if chain and stacks is None else b"", prefixes)
         if chain and stacks is not None:
             # per sample: its header, then its stack's text (one object per distinct stack)
             pieces = [b""] * (2 * (hi - lo))
