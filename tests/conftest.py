@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,21 @@ def nobody_python() -> tuple[list[str], dict[str, str]]:
         pytest.skip(f"uid 65534 cannot import pmuscope with {system_python} "
                     f"(python {version} here, {sys.version_info[:2]} for the tests): {probe.stderr.strip()[-200:]}")
     return NOBODY + [system_python], env
+
+
+_SESSION_START = time.time()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the /tmp/perf-PID.map files the suite's recorded Python processes wrote (maps outlive
+    their process on purpose, for reports; a test run should not leave hundreds behind, and a later
+    process with a reused pid would find a stale one)."""
+    import glob
+
+    for path in glob.glob("/tmp/perf-*.map"):
+        try:
+            st = os.lstat(path)
+            if st.st_mtime >= _SESSION_START and st.st_uid == os.geteuid():
+                os.unlink(path)
+        except OSError:
+            pass
