@@ -64,6 +64,7 @@ from ..events.spec import EventSpec
 from ..kernel import abi
 from ..kernel.syscall import PerfEventFd
 from .context import ContextSampler, online_cpus, parse_cpu_list, power_pmu_events
+from ..system.realtime import request_fifo, set_timer_slack  # noqa: F401 - set_timer_slack: also imported from here
 
 __all__ = ["Monitor", "monitor", "IntervalScheduler", "Tick", "MonitorStats", "resolve_events"]
 
@@ -74,7 +75,6 @@ _READ_FORMAT = abi.PERF_FORMAT_GROUP | abi.PERF_FORMAT_TOTAL_TIME_ENABLED | abi.
 _libc = ctypes.CDLL(None, use_errno=True)
 CLOCK_MONOTONIC = time.CLOCK_MONOTONIC
 TIMER_ABSTIME = 1
-PR_SET_TIMERSLACK = 29
 
 
 class _timespec(ctypes.Structure):
@@ -115,14 +115,6 @@ def make_sleep_until() -> Callable[[int], None]:
 
     return sleep_until
 
-
-def set_timer_slack(ns: int = 1000) -> None:
-    """Lower this thread's timer slack (50 µs by default) so 1 ms deadlines
-    are met within microseconds (prctl(2) PR_SET_TIMERSLACK)."""
-    try:
-        _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
-    except Exception:  # pragma: no cover
-        pass
 
 
 @dataclass
@@ -683,14 +675,7 @@ class Monitor:
         want = self.realtime if self.realtime is not None else self.interval_ns < 10_000_000
         if not want:
             return
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread
-            self.realtime_used = True
-        except (OSError, AttributeError) as err:
-            if self.realtime:
-                raise PmuscopeError(
-                    f"cannot give the sampling thread SCHED_FIFO priority ({err}); run as root or with CAP_SYS_NICE, or pass realtime=False"
-                ) from err
+        self.realtime_used = request_fifo(bool(self.realtime), "the sampling thread")
 
     def _sampler(self) -> None:
         try:

@@ -408,7 +408,7 @@ class Observer:
 
         def sampler() -> None:
             try:
-                from ..counting.monitor import set_timer_slack
+                from ..system.realtime import set_timer_slack
 
                 cpu = self._pick_observer_cpu()
                 if cpu is not None:
@@ -479,13 +479,9 @@ class Observer:
     def _set_realtime(self, cpu: int | None) -> None:
         if self.realtime is False or (self.realtime is None and not self._target_has_other_cpus(cpu)):
             return
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread
-            self.realtime_used = True
-        except (OSError, AttributeError) as err:
-            if self.realtime:
-                raise PmuscopeError(f"cannot give the observer thread SCHED_FIFO priority ({err}); run as root or "
-                                    "with CAP_SYS_NICE, or pass realtime=False") from err
+        from ..system.realtime import request_fifo
+
+        self.realtime_used = request_fifo(bool(self.realtime), "the observer thread")
 
     def calibrate(self, size: int, samples: int = CALIBRATION_SAMPLES) -> dict[str, LoopCost]:
         """Time ``samples`` back-to-back samples of each available loop on the
