@@ -103,6 +103,22 @@ def read_path(request, monkeypatch) -> str:
     return request.param
 
 
+@pytest.fixture(params=["native", "numpy"])
+def decode_path(request, monkeypatch) -> str:
+    """Run a test over both record decoders: the C walker and sample decoder
+    (``pmuscope.records.native``) and the numpy code (the reference, and the
+    only path without a C compiler). ``pmuscope`` subprocesses follow through
+    ``PMUSCOPE_NATIVE_DECODE``."""
+    from pmuscope.records import native
+
+    on = request.param == "native"
+    if on and not native.available():
+        pytest.skip("the native helper is not built here (no C compiler at install time)")
+    monkeypatch.setattr(native, "NATIVE_DECODE", on)
+    monkeypatch.setenv("PMUSCOPE_NATIVE_DECODE", "1" if on else "0")
+    return request.param
+
+
 def stop_process(proc: subprocess.Popen) -> str:
     """Terminate (then kill) ``proc``; returns what is left of its stderr and
     closes its pipes (servers the live tests start: pmuscope serve, Prometheus)."""

@@ -832,6 +832,201 @@ static PyObject *py_store_loop(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------------
+ * Record walking and fixed-layout sample decoding (pmuscope.records.native)
+ *
+ *   next_boundary(data, pos, cut)   byte offset of the first record boundary at or after
+ *                                   `cut`, following header.size from `pos` (a boundary);
+ *                                   None when a size is < 8, not a multiple of 8 or runs
+ *                                   past the data (the numpy reference then decides).
+ *   walk_records(buf, offs, sizes, auxtrace_inline)
+ *                                   the records of a chunk by following header.size:
+ *                                   writes the SAMPLE records' offsets and sizes (int64)
+ *                                   into `offs`/`sizes`, returns (nsamples, side) with side
+ *                                   a list of (offset, type, misc, size) of the others; None
+ *                                   on anything unusual (truncated header, size < 8, a
+ *                                   record past the end, AUXTRACE with inline payloads).
+ *   sample_fields(buf, offs, sizes, ops, cols, misc)
+ *                                   the fixed-layout fields of SAMPLE records (u64 fields,
+ *                                   TID, CPU, CALLCHAIN) into column buffers; returns
+ *                                   (callchain bytearray or None, callchain offsets bytearray
+ *                                   or None), or None when a field runs past its record.
+ * The numpy code in pmuscope.records is the reference; these return None rather than
+ * raise, and the caller's numpy path produces the usual FormatError.
+ * ------------------------------------------------------------------------------------ */
+
+static PyObject *py_next_boundary(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    Py_ssize_t pos, cut;
+    if (!PyArg_ParseTuple(args, "y*nn", &b, &pos, &cut)) return NULL;
+    const unsigned char *d = (const unsigned char *)b.buf;
+    Py_ssize_t n = b.len, p = pos;
+    int ok = p >= 0 && (p & 7) == 0 && cut <= n;
+    while (ok && p < cut) {
+        if (p + 8 > n) { ok = 0; break; }
+        uint16_t sz;
+        memcpy(&sz, d + p + 6, 2);
+        if (sz < 8 || (sz & 7) || p + sz > n) { ok = 0; break; }
+        p += sz;
+    }
+    PyBuffer_Release(&b);
+    if (!ok) Py_RETURN_NONE;
+    return PyLong_FromSsize_t(p);
+}
+
+static PyObject *py_walk_records(PyObject *self, PyObject *args) {
+    Py_buffer b, ob, sb;
+    int aux_inline = 0;
+    if (!PyArg_ParseTuple(args, "y*w*w*|p", &b, &ob, &sb, &aux_inline)) return NULL;
+    PyObject *side = NULL, *res = NULL;
+    const unsigned char *d = (const unsigned char *)b.buf;
+    Py_ssize_t n = b.len, off = 0, k = 0, cap = ob.len / 8;
+    int64_t *offs = (int64_t *)ob.buf, *sizes = (int64_t *)sb.buf;
+    if (sb.len / 8 < cap) cap = sb.len / 8;
+    side = PyList_New(0);
+    if (side == NULL) goto done;
+    while (off < n) {
+        if (n - off < 8) goto bail;
+        uint32_t t;
+        uint16_t misc, sz;
+        memcpy(&t, d + off, 4);
+        memcpy(&misc, d + off + 4, 2);
+        memcpy(&sz, d + off + 6, 2);
+        if (sz < 8 || sz > n - off) goto bail;
+        if (t == PERF_RECORD_SAMPLE) {
+            if (k >= cap) goto bail;
+            offs[k] = off;
+            sizes[k] = sz;
+            k++;
+        } else {
+            if (t == 71 /* PERF_RECORD_AUXTRACE */ && aux_inline) goto bail;
+            PyObject *tup = Py_BuildValue("(nkHH)", off, (unsigned long)t, misc, sz);
+            if (tup == NULL) goto done;
+            int rc = PyList_Append(side, tup);
+            Py_DECREF(tup);
+            if (rc < 0) goto done;
+        }
+        off += sz;
+    }
+    res = Py_BuildValue("(nO)", k, side);
+    goto done;
+bail:
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    Py_XDECREF(side);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&sb);
+    return res;
+}
+
+/* ops: one byte per field in record order. 'u': the u64 into the next column (u64),
+ * 't': TID, low half into the next column, high half into the one after (int32 each),
+ * 'c': CPU, low half into the next column (int32), 'C': CALLCHAIN (nr, then nr u64). */
+#define SF_MAXCOLS 32
+static PyObject *py_sample_fields(PyObject *self, PyObject *args) {
+    Py_buffer b, ob, sb, mb, cb[SF_MAXCOLS];
+    const char *ops;
+    Py_ssize_t nops;
+    PyObject *cols, *res = NULL, *chain = NULL, *chain_off = NULL;
+    int ncols = 0, got_o = 0, got_s = 0, got_m = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*y#O!w*", &b, &ob, &sb, &ops, &nops, &PyTuple_Type, &cols, &mb))
+        return NULL;
+    got_o = got_s = got_m = 1;
+    Py_ssize_t nc = PyTuple_GET_SIZE(cols);
+    if (nc > SF_MAXCOLS) {
+        PyErr_SetString(PyExc_ValueError, "sample_fields: too many columns");
+        goto done;
+    }
+    for (; ncols < nc; ncols++)
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(cols, ncols), &cb[ncols], PyBUF_WRITABLE) < 0) goto done;
+    const unsigned char *d = (const unsigned char *)b.buf;
+    Py_ssize_t n = ob.len / 8, nb = b.len;
+    if (sb.len / 8 < n || mb.len / 2 < n) {
+        PyErr_SetString(PyExc_ValueError, "sample_fields: buffer sizes do not match");
+        goto done;
+    }
+    const int64_t *offs = (const int64_t *)ob.buf, *sizes = (const int64_t *)sb.buf;
+    uint16_t *misc = (uint16_t *)mb.buf;
+    int has_chain = memchr(ops, 'C', nops) != NULL;
+    /* columns are checked against n once */
+    {
+        int c = 0;
+        for (Py_ssize_t j = 0; j < nops; j++) {
+            int need = ops[j] == 't' ? 2 : ops[j] == 'C' ? 0 : 1;
+            Py_ssize_t width = ops[j] == 'u' ? 8 : 4;
+            for (int q = 0; q < need; q++, c++)
+                if (c >= nc || cb[c].len < n * width) {
+                    PyErr_SetString(PyExc_ValueError, "sample_fields: columns do not match the ops");
+                    goto done;
+                }
+        }
+    }
+    uint64_t *cc = NULL;
+    int64_t *cco = NULL;
+    if (has_chain) {
+        chain = PyByteArray_FromStringAndSize(NULL, nb > 0 ? nb : 0);
+        chain_off = PyByteArray_FromStringAndSize(NULL, (n + 1) * 8);
+        if (chain == NULL || chain_off == NULL) goto done;
+        cc = (uint64_t *)PyByteArray_AS_STRING(chain);
+        cco = (int64_t *)PyByteArray_AS_STRING(chain_off);
+        cco[0] = 0;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t o = offs[i], sz = sizes[i];
+        if (o < 0 || sz < 8 || (o & 7) || (sz & 7) || o + sz > nb) goto bail;
+        const unsigned char *w = d + o;
+        Py_ssize_t p = 1, e = sz / 8;
+        uint64_t h, v;
+        memcpy(&h, w, 8);
+        misc[i] = (uint16_t)(h >> 32);
+        int c = 0;
+        for (Py_ssize_t j = 0; j < nops; j++) {
+            if (p >= e) goto bail;
+            memcpy(&v, w + 8 * p, 8);
+            p++;
+            switch (ops[j]) {
+            case 'u':
+                ((uint64_t *)cb[c++].buf)[i] = v;
+                break;
+            case 't':
+                ((int32_t *)cb[c++].buf)[i] = (int32_t)(uint32_t)v;
+                ((int32_t *)cb[c++].buf)[i] = (int32_t)(uint32_t)(v >> 32);
+                break;
+            case 'c':
+                ((int32_t *)cb[c++].buf)[i] = (int32_t)(uint32_t)v;
+                break;
+            case 'C':
+                if (v > (uint64_t)(e - p)) goto bail;
+                memcpy(cc + total, w + 8 * p, v * 8);
+                total += (Py_ssize_t)v;
+                p += (Py_ssize_t)v;
+                break;
+            default:
+                goto bail;
+            }
+        }
+        if (has_chain) cco[i + 1] = total;
+    }
+    if (has_chain && PyByteArray_Resize(chain, total * 8) < 0) goto done;
+    res = Py_BuildValue("(OO)", has_chain ? chain : Py_None, has_chain ? chain_off : Py_None);
+    goto done;
+bail:
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    Py_XDECREF(chain);
+    Py_XDECREF(chain_off);
+    for (int c = 0; c < ncols; c++) PyBuffer_Release(&cb[c]);
+    if (got_o) PyBuffer_Release(&ob);
+    if (got_s) PyBuffer_Release(&sb);
+    if (got_m) PyBuffer_Release(&mb);
+    PyBuffer_Release(&b);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"store_loop", py_store_loop, METH_VARARGS,
      "store_loop(address, n): increment the u64 at address n times, without the GIL."},
@@ -847,6 +1042,13 @@ static PyMethodDef methods[] = {
     {"monitor_loop", py_monitor_loop, METH_VARARGS,
      "monitor_loop(plan, buf, rec, ts, idx, late, skipped, i, n, k, start, interval, tolerance, last, "
      "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
+    {"next_boundary", py_next_boundary, METH_VARARGS,
+     "next_boundary(data, pos, cut) -> first record boundary >= cut, or None (see pmuscope.records.native)."},
+    {"walk_records", py_walk_records, METH_VARARGS,
+     "walk_records(buf, offs, sizes[, auxtrace_inline]) -> (nsamples, side) or None (see pmuscope.records.native)."},
+    {"sample_fields", py_sample_fields, METH_VARARGS,
+     "sample_fields(buf, offs, sizes, ops, cols, misc) -> (callchain, callchain_offsets) or None "
+     "(see pmuscope.records.native)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

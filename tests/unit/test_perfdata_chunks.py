@@ -25,6 +25,9 @@ from pmuscope.perfdata.writer import PerfPipeWriter
 from pmuscope.records import RecordSource, SampleBatch
 from pmuscope.records.decode import iter_headers
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 R = abi.PerfRecord
 S = abi.PerfSample
 ST = S.IP | S.TID | S.TIME | S.ID | S.CPU | S.PERIOD | S.CALLCHAIN

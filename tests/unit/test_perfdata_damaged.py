@@ -13,6 +13,9 @@ from pmuscope.errors import FormatError
 from pmuscope.perfdata import Feature, PerfDataFile
 from tests.conftest import SHARED_FIXTURES
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 SLEEP = SHARED_FIXTURES / "linux-perf-data" / "sleep.data"
 PIPE_WITH_TRAILING_TEXT = SHARED_FIXTURES / "linux-perf-data" / "sleep.compressed2.pipe.data"
 

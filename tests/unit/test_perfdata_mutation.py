@@ -16,6 +16,9 @@ from pmuscope.perfdata import PerfDataFile, synth
 from pmuscope.perfdata.writer import PerfDataWriter
 from pmuscope.kernel import abi
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 FIXTURES = os.environ.get("PMUSCOPE_SHARED_FIXTURES") or os.path.join(
     os.path.dirname(__file__), "..", "data", "fixtures")
 CORPUS_FILES = [
@@ -104,7 +107,8 @@ def _mutate(data: bytes, draw) -> bytes:
     return bytes(b)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                              HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutants_only_raise_format_error(corpus, data):
     base = data.draw(st.sampled_from(corpus))

@@ -17,6 +17,9 @@ from pmuscope.profile import model
 from pmuscope.profile.model import iter_profile_chunks, join_chunks, load_profile
 from pmuscope.profile.script import ScriptFormatter, iter_script_bytes, parse_fields
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 

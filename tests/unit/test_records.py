@@ -42,6 +42,9 @@ from pmuscope.records import (
     parse_sample,
 )
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 S = abi.PerfSample
 F = abi.PerfFormat
 R = abi.PerfRecord

@@ -18,6 +18,9 @@ import pytest
 from pmuscope.kernel import abi
 from pmuscope.records import AttrTable, DecodeStats, SampleBatch, UserRecord, decode
 
+# every test here runs over both record decoders (C and numpy)
+pytestmark = pytest.mark.usefixtures("decode_path")
+
 R = abi.PerfRecord
 S = abi.PerfSample
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import errors
 from ..kernel import abi
+from . import native as _native_decode
 from .attrs import AttrTable
 from .sample import SampleBatch, decode_samples
 from .types import DecodeStats, UnknownRecord, UserRecord, parse_sideband
@@ -61,6 +62,17 @@ def _bad_size(offset: int, rtype: int, size: int, left: int) -> errors.FormatErr
     else:
         what = f"header.size={size} runs past the end of the data ({left} bytes left)"
     return errors.FormatError(f"malformed record (type {rtype}) at byte offset {offset}: {what}", offset=offset)
+
+
+def walk(buf: Chunk, base_offset: int, auxtrace_inline: bool = False) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
+    """``(sample offsets, sample sizes, side)`` of a chunk of whole records:
+    the offsets and sizes of its SAMPLE records, and ``(offset, type, misc,
+    size)`` of the others, offsets inside ``buf`` (the C walker, else the
+    vectorized walk, else one record at a time, which names a bad offset)."""
+    walked = _native_decode.walk(buf, auxtrace_inline)
+    if walked is None and len(buf) % 8 == 0 and len(buf) >= 8:
+        walked = _walk_vectorized(buf, auxtrace_inline)
+    return walked if walked is not None else _walk(buf, base_offset, auxtrace_inline)
 
 
 def _walk(buf: Chunk, base_offset: int, auxtrace_inline: bool = False) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int]]]:
@@ -217,11 +229,7 @@ def decode(
     buf = _as_bytes_view(buf)
     n = len(buf)
     stats.bytes += n
-    walked = _walk_vectorized(buf, auxtrace_inline) if n % 8 == 0 and n >= 8 else None
-    if walked is not None:
-        sample_arr, size_arr, side = walked
-    else:
-        sample_arr, size_arr, side = _walk(buf, base_offset, auxtrace_inline)
+    sample_arr, size_arr, side = walk(buf, base_offset, auxtrace_inline)
 
     batch: SampleBatch | None = None
     if len(sample_arr):

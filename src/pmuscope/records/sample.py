@@ -24,6 +24,7 @@ import numpy as np
 from .. import errors
 from .._np import uniq
 from ..kernel import abi
+from . import native as _native_decode
 from .attrs import AttrEntry, AttrTable
 from .types import parse_read_format
 
@@ -689,6 +690,17 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
                 keep = ~unknown
                 offs, sizes, w, e, ai = offs[keep], sizes[keep], w[keep], e[keep], ai[keep]
                 n = len(offs)
+        st = attrs.entries[0].sample_type
+        if n and all(en.sample_type == st for en in attrs.entries):
+            got = _native_decode.sample_columns(mv, offs, sizes, st)
+            if got is not None:  # the C decoder's copy of what the numpy code below makes
+                misc, cols, chain, chain_off = got
+                batch = SampleBatch(attrs=attrs, offset=offs + base_offset, misc=misc, attr_index=ai)
+                for name, arr in cols.items():
+                    setattr(batch, name, arr)
+                if chain is not None:
+                    batch.callchain, batch.callchain_offsets = chain, chain_off
+                return batch
         out = _Cols(n)
         groups = uniq(ai) if len(attrs.entries) > 1 else np.zeros(1, dtype=np.int32)
         try:
