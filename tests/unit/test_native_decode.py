@@ -295,3 +295,24 @@ def test_sample_columns_with_identifier_and_every_fixed_field():
     _same_batch(got, ref)
     assert (got.pid == -1).any() and set(got.cpu.tolist()) <= {0, 1, 2, 3}
     assert set(got.attr_index.tolist()) == {0, 1}
+
+
+@pytest.mark.parametrize("path", [str(SMALL), str(DATA / "memory" / "cpu-clock-mem-bits.data")], ids=_id)
+def test_a_slice_is_the_batch_of_its_records(path):
+    """``SampleBatch._slice`` (cut at every FINISHED_ROUND) gives what decoding
+    only the records of the slice gives: every column, offsets rebased."""
+    with PerfDataFile(path) as pf:
+        table = AttrTable([(a.attr, a.ids) for a in pf.attrs])
+        base = pf.header.data.offset
+        buf = pathlib.Path(path).read_bytes()[base:base + pf.header.data.size]
+        offs, sizes, _ = _walk(buf, base)
+        whole = decode_samples(buf, offs, sizes, table, base, DecodeStats())
+        n = len(whole)
+        assert n > 10
+        for a, b in ((0, n), (0, 1), (3, n // 2), (n // 2, n), (5, 5), (n - 1, n)):
+            part = decode_samples(buf, offs[a:b], sizes[a:b], table, base, DecodeStats()) if b > a else None
+            got = whole._slice(a, b)
+            assert len(got) == b - a
+            if part is not None:
+                _same_batch(got, part)
+            assert got.__dict__.keys() == whole.__dict__.keys()

@@ -21,6 +21,7 @@ TRANSACTION, PHYS_ADDR, CGROUP, page sizes) into their columns.
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -33,8 +34,8 @@ try:
     from .. import _native  # type: ignore[attr-defined]
 except ImportError:  # no C compiler at install time: the numpy reference serves
     _native = None
-if _native is not None and not hasattr(_native, "walk_records"):
-    _native = None  # a build from before these functions
+if _native is not None and (not hasattr(_native, "walk_records") or sys.byteorder != "little"):
+    _native = None  # a build from before these functions; the C code reads host-order words
 
 
 def available() -> bool:

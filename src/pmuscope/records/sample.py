@@ -190,21 +190,28 @@ class SampleBatch:
     def _slice(self, start: int, stop: int) -> "SampleBatch":
         if start == 0 and stop == len(self):
             return self
-        kw: dict[str, Any] = {"attrs": self.attrs}
+        # what SampleBatch(**fields) makes, without its __init__ of every field
+        # (a batch is cut at every FINISHED_ROUND: thousands of times a file)
+        d = self.__dict__
+        out = object.__new__(SampleBatch)
+        kw = out.__dict__
+        kw.update(_NO_FIELDS)
+        kw["attrs"] = d["attrs"]
         for name in _PER_SAMPLE:
-            arr = getattr(self, name)
-            kw[name] = None if arr is None else arr[start:stop]
-        for off_name, names in _FLAT_BY_OFFSETS.items():
-            off = getattr(self, off_name)
+            arr = d[name]
+            if arr is not None:
+                kw[name] = arr[start:stop]
+        for off_name, names in _FLAT_ITEMS:
+            off = d[off_name]
             if off is None:
                 continue
             a, b = int(off[start]), int(off[stop])
             kw[off_name] = off[start : stop + 1] - a
             for n in names:
-                arr = getattr(self, n)
+                arr = d[n]
                 if arr is not None:
                     kw[n] = arr[a:b]
-        return SampleBatch(**kw)
+        return out
 
     @classmethod
     def concat(cls, batches: list["SampleBatch"]) -> "SampleBatch":
@@ -266,6 +273,8 @@ _FLAT_BY_OFFSETS = {
 
 
 _FLAT_NAMES = {n for names in _FLAT_BY_OFFSETS.values() for n in names}
+_FLAT_ITEMS = tuple(_FLAT_BY_OFFSETS.items())
+_NO_FIELDS = {f.name: None for f in dc_fields(SampleBatch)}
 #: the per-sample columns (everything but attrs and the flat fields)
 _PER_SAMPLE = tuple(
     f.name for f in dc_fields(SampleBatch)
