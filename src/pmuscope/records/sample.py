@@ -676,6 +676,10 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
     """
     n = len(offs)
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    if n and len(attrs.entries) == 1:  # the C decoder checks alignment and bounds itself
+        got = _native_decode.sample_columns(mv, offs, sizes, attrs.entries[0].sample_type)
+        if got is not None:
+            return _native_batch(got, attrs, offs, base_offset, np.zeros(n, dtype=np.int32))
     nbytes = len(mv)
     aligned = not ((offs | sizes) & 7).any()
     if aligned and nbytes >= 8:
@@ -700,16 +704,10 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
                 offs, sizes, w, e, ai = offs[keep], sizes[keep], w[keep], e[keep], ai[keep]
                 n = len(offs)
         st = attrs.entries[0].sample_type
-        if n and all(en.sample_type == st for en in attrs.entries):
+        if n and len(attrs.entries) > 1 and all(en.sample_type == st for en in attrs.entries):
             got = _native_decode.sample_columns(mv, offs, sizes, st)
-            if got is not None:  # the C decoder's copy of what the numpy code below makes
-                misc, cols, chain, chain_off = got
-                batch = SampleBatch(attrs=attrs, offset=offs + base_offset, misc=misc, attr_index=ai)
-                for name, arr in cols.items():
-                    setattr(batch, name, arr)
-                if chain is not None:
-                    batch.callchain, batch.callchain_offsets = chain, chain_off
-                return batch
+            if got is not None:
+                return _native_batch(got, attrs, offs, base_offset, ai)
         out = _Cols(n)
         groups = uniq(ai) if len(attrs.entries) > 1 else np.zeros(1, dtype=np.int32)
         try:
@@ -752,6 +750,18 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
                 setattr(batch, name + "_offsets", offsets)
         return batch
     return _decode_scalar(mv, offs, sizes, attrs, base_offset, stats)
+
+
+def _native_batch(got, attrs: AttrTable, offs: np.ndarray, base_offset: int, ai: np.ndarray) -> SampleBatch:
+    """The batch of :func:`native.sample_columns`' arrays (the C decoder's copy
+    of what ``_decode_group`` and ``_gather`` make)."""
+    misc, cols, chain, chain_off = got
+    batch = SampleBatch(attrs=attrs, offset=offs + base_offset, misc=misc, attr_index=ai)
+    for name, arr in cols.items():
+        setattr(batch, name, arr)
+    if chain is not None:
+        batch.callchain, batch.callchain_offsets = chain, chain_off
+    return batch
 
 
 def _decode_scalar(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats) -> SampleBatch:
