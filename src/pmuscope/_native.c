@@ -995,6 +995,48 @@ static void st_texts_close(st_texts *t) {
     PyMem_Free(t->len);
 }
 
+#define ST_BLOCK 256
+
+/* n values of an integer column from row i0, as int64 */
+static void st_load(const st_col *c, Py_ssize_t i0, Py_ssize_t n, int64_t *dst) {
+    const char *p = (const char *)c->view.buf;
+    switch (c->code) {
+#define ST_LOAD(code, type) \
+    case code: \
+        for (Py_ssize_t k = 0; k < n; k++) dst[k] = (int64_t)((const type *)p)[i0 + k]; \
+        break;
+        ST_LOAD(1, int8_t)
+        ST_LOAD(2, int16_t)
+        ST_LOAD(4, int32_t)
+        ST_LOAD(8, int64_t)
+        ST_LOAD(-1, uint8_t)
+        ST_LOAD(-2, uint16_t)
+        ST_LOAD(-4, uint32_t)
+        ST_LOAD(-8, uint64_t)
+#undef ST_LOAD
+    }
+}
+
+/* memcpy of a short text, inlined: 16-byte moves (the last one overlapping), never
+ * reading or writing outside [s, s + n) and [o, o + n) */
+static inline void st_copy(char *o, const char *s, size_t n) {
+    if (n >= 16) {
+        size_t k = 0;
+        for (; k + 16 < n; k += 16) memcpy(o + k, s + k, 16);
+        memcpy(o + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(o, s, 8);
+        memcpy(o + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(o, s, 4);
+        memcpy(o + n - 4, s + n - 4, 4);
+    } else if (n) {
+        o[0] = s[0];
+        o[n / 2] = s[n / 2];
+        o[n - 1] = s[n - 1];
+    }
+}
+
 static inline int st_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
@@ -1081,69 +1123,84 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
         o = PyByteArray_AS_STRING(into);
     }
     char *const start = o;
-    for (Py_ssize_t i = lo; i < hi; i++) {
-        char *head = o;
-        if (flags & ST_COMM) {
-            int64_t c = st_get(&col[C_COMM], i);
-            if (c < 0 || c >= comms.n) goto bail;
-            memcpy(o, comms.ptr[c], comms.len[c]);
-            o += comms.len[c];
-        }
-        if ((flags & ST_PID) && (flags & ST_TID)) {
-            o = st_int(o, st_get(&col[C_PID], i), 5, ST_RIGHT);
-            *o++ = '/';
-            o = st_int(o, st_get(&col[C_TID], i), 5, ST_LEFT);
-            *o++ = ' ';
-        } else if (flags & (ST_PID | ST_TID)) {
-            o = st_int(o, st_get(&col[(flags & ST_PID) ? C_PID : C_TID], i), 5, ST_RIGHT);
-            *o++ = ' ';
-        }
-        if (flags & ST_CPU) {
-            *o++ = '[';
-            o = st_int(o, st_get(&col[C_CPU], i), 3, ST_ZERO);
-            *o++ = ']';
-            *o++ = ' ';
-        }
-        if (flags & ST_TIME) {
-            uint64_t usec = ((const uint64_t *)col[C_TIME].view.buf)[i] / 1000;
-            uint64_t secs = usec / 1000000, frac = usec % 1000000;
-            o = st_uint(o, secs, 5);
-            *o++ = '.';
-            memcpy(o, st_pairs + 2 * (frac / 10000), 2);
-            memcpy(o + 2, st_pairs + 2 * (frac / 100 % 100), 2);
-            memcpy(o + 4, st_pairs + 2 * (frac % 100), 2);
-            o += 6;
-            *o++ = ':';
-            *o++ = ' ';
-        }
-        if (flags & ST_PERIOD) {
-            o = st_uint(o, ((const uint64_t *)col[C_PERIOD].view.buf)[i], 10);
-            *o++ = ' ';
-        }
-        if (flags & ST_EVENT) {
-            int64_t e = events.n == 1 ? 0 : st_get(&col[C_EVENT], i);
-            if (e < 0 || e >= events.n) goto bail;
-            memcpy(o, events.ptr[e], events.len[e]);
-            o += events.len[e];
-        }
-        if (want[C_STACK]) {
-            *o++ = '\n';
-            int64_t a = st_get(&col[C_SOFF], i), b = st_get(&col[C_SOFF], i + 1);
-            for (int64_t k = a; k < b; k++) {
-                int64_t f = st_get(&col[C_STACK], k);
-                size_t len = (size_t)(fo[f + 1] - fo[f]);
-                memcpy(o, fb + fo[f], len);
-                o += len;
+    /* the columns a block of samples at a time, as int64 (one type switch per block) */
+    int64_t v_comm[ST_BLOCK], v_pid[ST_BLOCK], v_tid[ST_BLOCK], v_cpu[ST_BLOCK], v_event[ST_BLOCK], v_leaf[ST_BLOCK];
+    const uint64_t *v_time = (flags & ST_TIME) ? (const uint64_t *)col[C_TIME].view.buf : NULL;
+    const uint64_t *v_period = (flags & ST_PERIOD) ? (const uint64_t *)col[C_PERIOD].view.buf : NULL;
+    for (Py_ssize_t i0 = lo; i0 < hi; i0 += ST_BLOCK) {
+        Py_ssize_t nb = hi - i0 < ST_BLOCK ? hi - i0 : ST_BLOCK;
+        if (flags & ST_COMM) st_load(&col[C_COMM], i0, nb, v_comm);
+        if (flags & ST_PID) st_load(&col[C_PID], i0, nb, v_pid);
+        if (flags & ST_TID) st_load(&col[C_TID], i0, nb, v_tid);
+        if (flags & ST_CPU) st_load(&col[C_CPU], i0, nb, v_cpu);
+        if ((flags & ST_EVENT) && events.n > 1) st_load(&col[C_EVENT], i0, nb, v_event);
+        if (want[C_LEAF]) st_load(&col[C_LEAF], i0, nb, v_leaf);
+        for (Py_ssize_t j = 0; j < nb; j++) {
+            Py_ssize_t i = i0 + j;
+            char *head = o;
+            if (flags & ST_COMM) {
+                int64_t c = v_comm[j];
+                if (c < 0 || c >= comms.n) goto bail;
+                st_copy(o, comms.ptr[c], (size_t)comms.len[c]);
+                o += comms.len[c];
             }
-            *o++ = '\n';
-        } else if (want[C_LEAF]) {
-            int64_t f = st_get(&col[C_LEAF], i);
-            size_t len = (size_t)(fo[f + 1] - fo[f]);
-            memcpy(o, fb + fo[f], len);
-            o += len;
-        } else {
-            while (o > head && st_space(o[-1])) o--;
-            *o++ = '\n';
+            if ((flags & ST_PID) && (flags & ST_TID)) {
+                o = st_int(o, v_pid[j], 5, ST_RIGHT);
+                *o++ = '/';
+                o = st_int(o, v_tid[j], 5, ST_LEFT);
+                *o++ = ' ';
+            } else if (flags & (ST_PID | ST_TID)) {
+                o = st_int(o, (flags & ST_PID) ? v_pid[j] : v_tid[j], 5, ST_RIGHT);
+                *o++ = ' ';
+            }
+            if (flags & ST_CPU) {
+                *o++ = '[';
+                o = st_int(o, v_cpu[j], 3, ST_ZERO);
+                *o++ = ']';
+                *o++ = ' ';
+            }
+            if (flags & ST_TIME) {
+                uint64_t usec = v_time[i] / 1000;
+                uint64_t secs = usec / 1000000;
+                unsigned frac = (unsigned)(usec - secs * 1000000);
+                o = st_uint(o, secs, 5);
+                *o++ = '.';
+                memcpy(o, st_pairs + 2 * (frac / 10000), 2);
+                memcpy(o + 2, st_pairs + 2 * (frac / 100 % 100), 2);
+                memcpy(o + 4, st_pairs + 2 * (frac % 100), 2);
+                o += 6;
+                *o++ = ':';
+                *o++ = ' ';
+            }
+            if (flags & ST_PERIOD) {
+                o = st_uint(o, v_period[i], 10);
+                *o++ = ' ';
+            }
+            if (flags & ST_EVENT) {
+                int64_t e = events.n == 1 ? 0 : v_event[j];
+                if (e < 0 || e >= events.n) goto bail;
+                st_copy(o, events.ptr[e], (size_t)events.len[e]);
+                o += events.len[e];
+            }
+            if (want[C_STACK]) {
+                *o++ = '\n';
+                int64_t a = st_get(&col[C_SOFF], i), b = st_get(&col[C_SOFF], i + 1);
+                for (int64_t k = a; k < b; k++) {
+                    int64_t f = st_get(&col[C_STACK], k);
+                    size_t len = (size_t)(fo[f + 1] - fo[f]);
+                    st_copy(o, fb + fo[f], len);
+                    o += len;
+                }
+                *o++ = '\n';
+            } else if (want[C_LEAF]) {
+                int64_t f = v_leaf[j];
+                size_t len = (size_t)(fo[f + 1] - fo[f]);
+                st_copy(o, fb + fo[f], len);
+                o += len;
+            } else {
+                while (o > head && st_space(o[-1])) o--;
+                *o++ = '\n';
+            }
         }
     }
     if (into != Py_None) {
