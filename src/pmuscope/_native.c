@@ -1037,6 +1037,11 @@ static inline void st_copy(char *o, const char *s, size_t n) {
     }
 }
 
+/* frame id f is in the table and its text inside the blob */
+static inline int st_frame_ok(const int64_t *fo, Py_ssize_t nframes, Py_ssize_t blob_len, int64_t f) {
+    return f >= 0 && f < nframes && fo[f] >= 0 && fo[f] <= fo[f + 1] && fo[f + 1] <= blob_len;
+}
+
 static inline int st_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
@@ -1085,8 +1090,8 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
             nframes = foff.view.len / 8 - 1;
             fo = (const int64_t *)foff.view.buf;
             fb = (const char *)blob.view.buf;
-            ok = fo[0] == 0 && fo[nframes] <= blob.view.len;
-            for (Py_ssize_t f = 0; ok && f < nframes; f++) ok = fo[f] <= fo[f + 1];
+            /* each frame's offsets are checked where a sample uses it (st_frame_ok) */
+            ok = nframes >= 0;
         }
     }
     /* the frames' bytes, every id checked */
@@ -1098,13 +1103,13 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = lo; ok && i < hi; i++) ok = st_get(&col[C_SOFF], i) <= st_get(&col[C_SOFF], i + 1);
         for (int64_t k = a; ok && k < b; k++) {
             int64_t f = st_get(&col[C_STACK], k);
-            if (f < 0 || f >= nframes) ok = 0;
+            if (!st_frame_ok(fo, nframes, blob.view.len, f)) ok = 0;
             else frame_bytes += (size_t)(fo[f + 1] - fo[f]);
         }
     } else if (ok && want[C_LEAF]) {
         for (Py_ssize_t i = lo; ok && i < hi; i++) {
             int64_t f = st_get(&col[C_LEAF], i);
-            if (f < 0 || f >= nframes) ok = 0;
+            if (!st_frame_ok(fo, nframes, blob.view.len, f)) ok = 0;
             else frame_bytes += (size_t)(fo[f + 1] - fo[f]);
         }
     }

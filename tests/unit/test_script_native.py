@@ -233,3 +233,29 @@ def test_cli_script_native_and_python_print_the_same(path, args, capsysbinary, m
         out, err = capsysbinary.readouterr()
         outs.append((rc, out, [ln for ln in err.splitlines() if b"warning:" not in ln]))
     assert outs[0] == outs[1]
+
+
+@native
+def test_bad_frame_tables_are_declined():
+    # the C formatter checks every frame it copies: offsets out of order or past the blob's end
+    p = load_profile(SMALL, kernel_symbols=False)
+    fmt = ScriptFormatter(native=True)
+    good = b"".join(fmt.format(p))
+    fields, fs, want_frames, chain = fmt._plan(p)
+    assert chain and want_frames
+    text = script._native.script_text
+    cols = (p.comm, p.pid, p.tid, p.cpu, p.time, p.period, p.event, p.leaf, p.stack, p.stack_offsets)
+    flags = sum(script._NF[f] for f in fs if f in script._NF) | script._NF_FRAMES | script._NF_CHAIN
+    comms, events = fmt._comms(p, chain), script._event_texts(p)
+    assert text(flags, comms, events, fmt._blob, fmt._foff, *cols, 0, len(p)) == good
+    f = int(p.stack[0])
+    for blob, foff in [(bytes(fmt._blob[:-1]), fmt._foff),  # the last frame's text cut short
+                       (fmt._blob, np.array([0] + [len(fmt._blob) + 1] * (len(fmt._foff) - 1))),
+                       (fmt._blob, np.where(np.arange(len(fmt._foff)) == f + 1, -5, np.array(fmt._foff))),
+                       (fmt._blob, np.array(fmt._foff, dtype=np.int32))]:  # not int64
+        assert text(flags, comms, events, blob, foff, *cols, 0, len(p)) is None
+    with pytest.raises(TypeError):
+        text(flags, comms, events, fmt._blob, fmt._foff, *cols, 0, len(p), b"not a bytearray")
+    buf = bytearray()
+    n = text(flags, comms, events, fmt._blob, fmt._foff, *cols, 0, len(p), buf)
+    assert bytes(buf[:n]) == good and len(buf) >= n
