@@ -24,6 +24,9 @@
  *                                Counter.read() in one C call: read(2) of every (fd, size)
  *                                read unit, then a new `cls` instance (pmuscope.counting's
  *                                Counts) with its slots filled directly; see below.
+ *   next_boundary, walk_records, sample_fields
+ *                                perf.data record walking and fixed-layout sample fields, one
+ *                                call per chunk (pmuscope.records.native; see that section).
  *
  * The pure-Python implementations in pmuscope.observe and pmuscope.counting are the
  * reference; this module is optional and tested against them.
@@ -1027,6 +1030,405 @@ done:
     return res;
 }
 
+/* ==== end of record walking ==== */
+
+/* ==== script_text: perf script's text of a batch of samples (pmuscope.profile.script) ====
+ *
+ * script_text(flags, comm_texts, event_texts, frame_blob, frame_off, comm, pid, tid, cpu,
+ *             time, period, event, leaf, stack, stack_offsets, lo, hi[, into]) -> bytes | int | None
+ *
+ * Samples lo..hi-1 of a Profile's columns (1-d C-contiguous numpy arrays of any integer
+ * type; time and period uint64), each as perf script prints it: the header
+ * ``comm pid/tid [cpu] secs.usecs: period event: `` (fields by `flags`, the widths of
+ * script.py's Python formatter, its reference), then either the call chain (a newline,
+ * one frame text per stack entry, a blank line), the leaf frame's text, or nothing (the
+ * header without trailing whitespace and a newline). comm_texts / event_texts: bytes per
+ * comm id / event id, padded by the caller; frame_blob + frame_off (int64, nframes + 1):
+ * the text of every frame id. Returns None on anything unusual (an id out of range,
+ * offsets out of order, an unexpected dtype): the caller formats that batch in Python.
+ * With `into` (a bytearray, grown as needed, never shrunk) the text is written at its
+ * start and its length returned: a caller writing batch after batch to a file reuses
+ * one buffer instead of faulting in fresh pages for every batch's bytes. */
+
+#define ST_COMM 1
+#define ST_PID 2
+#define ST_TID 4
+#define ST_CPU 8
+#define ST_TIME 16
+#define ST_PERIOD 32
+#define ST_EVENT 64
+#define ST_FRAMES 128
+#define ST_CHAIN 256
+
+typedef struct {
+    Py_buffer view;
+    int held;
+    int code; /* itemsize, negative for unsigned */
+} st_col;
+
+static int st_open(st_col *c, PyObject *obj, Py_ssize_t need) {
+    c->held = 0;
+    if (PyObject_GetBuffer(obj, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    c->held = 1;
+    const char *f = c->view.format ? c->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (c->view.ndim != 1 || f[0] == 0 || f[1] != 0) return 0;
+    Py_ssize_t sz = c->view.itemsize;
+    int sign;
+    switch (*f) {
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': sign = 1; break;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': sign = -1; break;
+    default: return 0;
+    }
+    if (sz != 1 && sz != 2 && sz != 4 && sz != 8) return 0;
+    if (c->view.len / sz < need) return 0;
+    c->code = (int)sz * sign;
+    return 1;
+}
+
+static void st_close(st_col *c) {
+    if (c->held) PyBuffer_Release(&c->view);
+    c->held = 0;
+}
+
+static inline int64_t st_get(const st_col *c, Py_ssize_t i) {
+    const void *p = c->view.buf;
+    switch (c->code) {
+    case 1: return ((const int8_t *)p)[i];
+    case 2: return ((const int16_t *)p)[i];
+    case 4: return ((const int32_t *)p)[i];
+    case 8: return ((const int64_t *)p)[i];
+    case -1: return ((const uint8_t *)p)[i];
+    case -2: return ((const uint16_t *)p)[i];
+    case -4: return ((const uint32_t *)p)[i];
+    default: return (int64_t)((const uint64_t *)p)[i]; /* -8: only for columns checked below */
+    }
+}
+
+static const char st_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* decimal digits of v, written ending at `end`; returns the first digit's position */
+static inline char *st_digits(char *end, uint64_t v) {
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        end -= 2;
+        memcpy(end, st_pairs + 2 * r, 2);
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, st_pairs + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
+    return end;
+}
+
+/* Python's f"{v:{width}d}" (right) or f"{v:<{width}d}" (left) or f"{v:0{width}d}" (zero) */
+enum { ST_RIGHT, ST_LEFT, ST_ZERO };
+static inline char *st_int(char *o, int64_t v, int width, int align) {
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    char *s = st_digits(end, mag);
+    int nd = (int)(end - s), len = nd + (v < 0);
+    if (align == ST_ZERO) {
+        if (v < 0) *o++ = '-';
+        for (int k = len; k < width; k++) *o++ = '0';
+    } else if (align == ST_RIGHT) {
+        for (int k = len; k < width; k++) *o++ = ' ';
+        if (v < 0) *o++ = '-';
+    } else if (v < 0) {
+        *o++ = '-';
+    }
+    memcpy(o, s, nd);
+    o += nd;
+    if (align == ST_LEFT)
+        for (int k = len; k < width; k++) *o++ = ' ';
+    return o;
+}
+
+static inline char *st_uint(char *o, uint64_t v, int width) {
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    char *s = st_digits(end, v);
+    int nd = (int)(end - s);
+    for (int k = nd; k < width; k++) *o++ = ' ';
+    memcpy(o, s, nd);
+    return o + nd;
+}
+
+typedef struct {
+    const char **ptr;
+    Py_ssize_t *len;
+    Py_ssize_t n, max;
+} st_texts;
+
+static int st_texts_open(st_texts *t, PyObject *list) {
+    t->ptr = NULL;
+    t->len = NULL;
+    t->n = t->max = 0;
+    if (!PyList_Check(list)) return 0;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    t->ptr = PyMem_Malloc(sizeof(char *) * (size_t)(n + 1));
+    t->len = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    if (t->ptr == NULL || t->len == NULL) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(list, i);
+        if (!PyBytes_Check(b)) return 0;
+        t->ptr[i] = PyBytes_AS_STRING(b);
+        t->len[i] = PyBytes_GET_SIZE(b);
+        if (t->len[i] > t->max) t->max = t->len[i];
+    }
+    t->n = n;
+    return 1;
+}
+
+static void st_texts_close(st_texts *t) {
+    PyMem_Free(t->ptr);
+    PyMem_Free(t->len);
+}
+
+#define ST_BLOCK 256
+
+/* n values of an integer column from row i0, as int64 */
+static void st_load(const st_col *c, Py_ssize_t i0, Py_ssize_t n, int64_t *dst) {
+    const char *p = (const char *)c->view.buf;
+    switch (c->code) {
+#define ST_LOAD(code, type) \
+    case code: \
+        for (Py_ssize_t k = 0; k < n; k++) dst[k] = (int64_t)((const type *)p)[i0 + k]; \
+        break;
+        ST_LOAD(1, int8_t)
+        ST_LOAD(2, int16_t)
+        ST_LOAD(4, int32_t)
+        ST_LOAD(8, int64_t)
+        ST_LOAD(-1, uint8_t)
+        ST_LOAD(-2, uint16_t)
+        ST_LOAD(-4, uint32_t)
+        ST_LOAD(-8, uint64_t)
+#undef ST_LOAD
+    }
+}
+
+/* memcpy of a short text, inlined: 16-byte moves (the last one overlapping), never
+ * reading or writing outside [s, s + n) and [o, o + n) */
+static inline void st_copy(char *o, const char *s, size_t n) {
+    if (n >= 16) {
+        size_t k = 0;
+        for (; k + 16 < n; k += 16) memcpy(o + k, s + k, 16);
+        memcpy(o + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(o, s, 8);
+        memcpy(o + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(o, s, 4);
+        memcpy(o + n - 4, s + n - 4, 4);
+    } else if (n) {
+        o[0] = s[0];
+        o[n / 2] = s[n / 2];
+        o[n - 1] = s[n - 1];
+    }
+}
+
+/* frame id f is in the table and its text inside the blob */
+static inline int st_frame_ok(const int64_t *fo, Py_ssize_t nframes, Py_ssize_t blob_len, int64_t f) {
+    return f >= 0 && f < nframes && fo[f] >= 0 && fo[f] <= fo[f + 1] && fo[f + 1] <= blob_len;
+}
+
+static inline int st_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+
+static PyObject *py_script_text(PyObject *self, PyObject *args) {
+    int flags;
+    PyObject *comm_o, *event_o, *blob_o, *foff_o, *col_o[10], *into = Py_None;
+    Py_ssize_t lo, hi;
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOOOOOOOnn|O", &flags, &comm_o, &event_o, &blob_o, &foff_o, &col_o[0],
+                          &col_o[1], &col_o[2], &col_o[3], &col_o[4], &col_o[5], &col_o[6], &col_o[7], &col_o[8],
+                          &col_o[9], &lo, &hi, &into))
+        return NULL;
+    if (into != Py_None && !PyByteArray_Check(into)) {
+        PyErr_SetString(PyExc_TypeError, "script_text: into must be a bytearray or None");
+        return NULL;
+    }
+    enum { C_COMM, C_PID, C_TID, C_CPU, C_TIME, C_PERIOD, C_EVENT, C_LEAF, C_STACK, C_SOFF };
+    const int want[10] = {flags & ST_COMM, flags & ST_PID, flags & ST_TID, flags & ST_CPU, flags & ST_TIME,
+                          flags & ST_PERIOD, flags & ST_EVENT, (flags & ST_FRAMES) && !(flags & ST_CHAIN),
+                          (flags & ST_FRAMES) && (flags & ST_CHAIN), (flags & ST_FRAMES) && (flags & ST_CHAIN)};
+    st_col col[10], blob, foff;
+    st_texts comms, events;
+    PyObject *out = NULL;
+    char *o = NULL;
+    int ok = 1;
+    memset(col, 0, sizeof col);
+    memset(&blob, 0, sizeof blob);
+    memset(&foff, 0, sizeof foff);
+    memset(&comms, 0, sizeof comms);
+    memset(&events, 0, sizeof events);
+    if (lo < 0 || hi < lo) ok = 0;
+    for (int k = 0; ok && k < 10; k++)
+        if (want[k]) ok = st_open(&col[k], col_o[k], k == C_SOFF ? hi + 1 : (k == C_STACK ? 0 : hi));
+    if (ok && (flags & ST_COMM)) ok = st_texts_open(&comms, comm_o);
+    if (ok && (flags & ST_EVENT)) ok = st_texts_open(&events, event_o) && events.n > 0;
+    if (ok && (flags & ST_TIME)) ok = col[C_TIME].code == -8;
+    if (ok && (flags & ST_PERIOD)) ok = col[C_PERIOD].code == -8;
+    for (int k = 0; ok && k < 10; k++) /* ids and pids: signed 64-bit at most */
+        if (want[k] && k != C_TIME && k != C_PERIOD && col[k].code == -8) ok = 0;
+    Py_ssize_t nframes = 0;
+    const int64_t *fo = NULL;
+    const char *fb = NULL;
+    if (ok && (flags & ST_FRAMES)) {
+        ok = st_open(&blob, blob_o, 0) && st_open(&foff, foff_o, 1) && foff.code == 8;
+        if (ok) {
+            nframes = foff.view.len / 8 - 1;
+            fo = (const int64_t *)foff.view.buf;
+            fb = (const char *)blob.view.buf;
+            /* each frame's offsets are checked where a sample uses it (st_frame_ok) */
+            ok = nframes >= 0;
+        }
+    }
+    /* the frames' bytes, every id checked */
+    Py_ssize_t nstack = ok && want[C_STACK] ? col[C_STACK].view.len / col[C_STACK].view.itemsize : 0;
+    size_t frame_bytes = 0;
+    if (ok && want[C_STACK]) {
+        int64_t a = st_get(&col[C_SOFF], lo), b = st_get(&col[C_SOFF], hi);
+        ok = 0 <= a && a <= b && b <= nstack;
+        for (Py_ssize_t i = lo; ok && i < hi; i++) ok = st_get(&col[C_SOFF], i) <= st_get(&col[C_SOFF], i + 1);
+        for (int64_t k = a; ok && k < b; k++) {
+            int64_t f = st_get(&col[C_STACK], k);
+            if (!st_frame_ok(fo, nframes, blob.view.len, f)) ok = 0;
+            else frame_bytes += (size_t)(fo[f + 1] - fo[f]);
+        }
+    } else if (ok && want[C_LEAF]) {
+        for (Py_ssize_t i = lo; ok && i < hi; i++) {
+            int64_t f = st_get(&col[C_LEAF], i);
+            if (!st_frame_ok(fo, nframes, blob.view.len, f)) ok = 0;
+            else frame_bytes += (size_t)(fo[f + 1] - fo[f]);
+        }
+    }
+    if (!ok) goto done;
+    /* the header's numbers take at most 2 * 21 (pid/tid) + 23 ([cpu]) + 30 (time) + 21 (period) bytes */
+    size_t cap = frame_bytes + (size_t)(hi - lo) * (size_t)(comms.max + events.max + 160);
+    if (into == Py_None) {
+        out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+        if (out == NULL) goto done;
+        o = PyBytes_AS_STRING(out);
+    } else {
+        /* a buffer kept from batch to batch: its pages are not faulted in again each time */
+        if ((size_t)PyByteArray_GET_SIZE(into) < cap && PyByteArray_Resize(into, (Py_ssize_t)cap) < 0) goto done;
+        out = into;
+        Py_INCREF(out);
+        o = PyByteArray_AS_STRING(into);
+    }
+    char *const start = o;
+    /* the columns a block of samples at a time, as int64 (one type switch per block) */
+    int64_t v_comm[ST_BLOCK], v_pid[ST_BLOCK], v_tid[ST_BLOCK], v_cpu[ST_BLOCK], v_event[ST_BLOCK], v_leaf[ST_BLOCK];
+    const uint64_t *v_time = (flags & ST_TIME) ? (const uint64_t *)col[C_TIME].view.buf : NULL;
+    const uint64_t *v_period = (flags & ST_PERIOD) ? (const uint64_t *)col[C_PERIOD].view.buf : NULL;
+    for (Py_ssize_t i0 = lo; i0 < hi; i0 += ST_BLOCK) {
+        Py_ssize_t nb = hi - i0 < ST_BLOCK ? hi - i0 : ST_BLOCK;
+        if (flags & ST_COMM) st_load(&col[C_COMM], i0, nb, v_comm);
+        if (flags & ST_PID) st_load(&col[C_PID], i0, nb, v_pid);
+        if (flags & ST_TID) st_load(&col[C_TID], i0, nb, v_tid);
+        if (flags & ST_CPU) st_load(&col[C_CPU], i0, nb, v_cpu);
+        if ((flags & ST_EVENT) && events.n > 1) st_load(&col[C_EVENT], i0, nb, v_event);
+        if (want[C_LEAF]) st_load(&col[C_LEAF], i0, nb, v_leaf);
+        for (Py_ssize_t j = 0; j < nb; j++) {
+            Py_ssize_t i = i0 + j;
+            char *head = o;
+            if (flags & ST_COMM) {
+                int64_t c = v_comm[j];
+                if (c < 0 || c >= comms.n) goto bail;
+                st_copy(o, comms.ptr[c], (size_t)comms.len[c]);
+                o += comms.len[c];
+            }
+            if ((flags & ST_PID) && (flags & ST_TID)) {
+                o = st_int(o, v_pid[j], 5, ST_RIGHT);
+                *o++ = '/';
+                o = st_int(o, v_tid[j], 5, ST_LEFT);
+                *o++ = ' ';
+            } else if (flags & (ST_PID | ST_TID)) {
+                o = st_int(o, (flags & ST_PID) ? v_pid[j] : v_tid[j], 5, ST_RIGHT);
+                *o++ = ' ';
+            }
+            if (flags & ST_CPU) {
+                *o++ = '[';
+                o = st_int(o, v_cpu[j], 3, ST_ZERO);
+                *o++ = ']';
+                *o++ = ' ';
+            }
+            if (flags & ST_TIME) {
+                uint64_t usec = v_time[i] / 1000;
+                uint64_t secs = usec / 1000000;
+                unsigned frac = (unsigned)(usec - secs * 1000000);
+                o = st_uint(o, secs, 5);
+                *o++ = '.';
+                memcpy(o, st_pairs + 2 * (frac / 10000), 2);
+                memcpy(o + 2, st_pairs + 2 * (frac / 100 % 100), 2);
+                memcpy(o + 4, st_pairs + 2 * (frac % 100), 2);
+                o += 6;
+                *o++ = ':';
+                *o++ = ' ';
+            }
+            if (flags & ST_PERIOD) {
+                o = st_uint(o, v_period[i], 10);
+                *o++ = ' ';
+            }
+            if (flags & ST_EVENT) {
+                int64_t e = events.n == 1 ? 0 : v_event[j];
+                if (e < 0 || e >= events.n) goto bail;
+                st_copy(o, events.ptr[e], (size_t)events.len[e]);
+                o += events.len[e];
+            }
+            if (want[C_STACK]) {
+                *o++ = '\n';
+                int64_t a = st_get(&col[C_SOFF], i), b = st_get(&col[C_SOFF], i + 1);
+                for (int64_t k = a; k < b; k++) {
+                    int64_t f = st_get(&col[C_STACK], k);
+                    size_t len = (size_t)(fo[f + 1] - fo[f]);
+                    st_copy(o, fb + fo[f], len);
+                    o += len;
+                }
+                *o++ = '\n';
+            } else if (want[C_LEAF]) {
+                int64_t f = v_leaf[j];
+                size_t len = (size_t)(fo[f + 1] - fo[f]);
+                st_copy(o, fb + fo[f], len);
+                o += len;
+            } else {
+                while (o > head && st_space(o[-1])) o--;
+                *o++ = '\n';
+            }
+        }
+    }
+    if (into != Py_None) {
+        Py_DECREF(out);
+        out = PyLong_FromSsize_t(o - start);
+    } else if (_PyBytes_Resize(&out, (Py_ssize_t)(o - start)) < 0) {
+        out = NULL;
+    }
+    goto done;
+bail:
+    Py_CLEAR(out);
+done:
+    for (int k = 0; k < 10; k++) st_close(&col[k]);
+    st_close(&blob);
+    st_close(&foff);
+    st_texts_close(&comms);
+    st_texts_close(&events);
+    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
+}
+
+/* ==== end of script_text ==== */
+
 static PyMethodDef methods[] = {
     {"store_loop", py_store_loop, METH_VARARGS,
      "store_loop(address, n): increment the u64 at address n times, without the GIL."},
@@ -1049,6 +1451,10 @@ static PyMethodDef methods[] = {
     {"sample_fields", py_sample_fields, METH_VARARGS,
      "sample_fields(buf, offs, sizes, ops, cols, misc) -> (callchain, callchain_offsets) or None "
      "(see pmuscope.records.native)."},
+    {"script_text", py_script_text, METH_VARARGS,
+     "script_text(flags, comm_texts, event_texts, frame_blob, frame_off, comm, pid, tid, cpu, time, period, "
+     "event, leaf, stack, stack_offsets, lo, hi[, into]) -> bytes, length written into `into`, or None: "
+     "perf script text of samples lo..hi-1."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

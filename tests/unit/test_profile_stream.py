@@ -92,8 +92,10 @@ VARIANTS = [[], ["-G"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cp
 
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
 @pytest.mark.parametrize("args", VARIANTS, ids=lambda a: " ".join(a) or "default")
-def test_streamed_script_is_the_whole_profile_text(path, args, capsysbinary, monkeypatch):
+@pytest.mark.parametrize("native", ["1", "0"], ids=["C text", "Python text"])
+def test_streamed_script_is_the_whole_profile_text(path, args, native, capsysbinary, monkeypatch):
     monkeypatch.setattr(_policy, "STRICT_READS", False)  # read as the commands read
+    monkeypatch.setenv("PMUSCOPE_NATIVE_SCRIPT", native)  # the formatter, in both commands and the reference
     fields = parse_fields(args[args.index("-F") + 1]) if "-F" in args else None
     whole, err = _whole(path, keep_raw=fields is None or "trace" in fields)
     monkeypatch.setattr(model, "CHUNK_SAMPLES", 5)  # many chunks, rounds cut anywhere

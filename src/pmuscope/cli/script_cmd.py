@@ -79,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
         if prof.has_time and len(prof.time):
             disordered |= int(prof.time[0]) < newest
             newest = max(newest, int(prof.time[-1]))
-        for text in fmt.format(apply_filters(prof, args)):
-            write(text)
+        fmt.write(apply_filters(prof, args), write)
     sys.stdout.buffer.flush()
     if not joined:
         unwind_note(last, "script")

@@ -11,16 +11,30 @@ user code (perf's ``map__map_ip``), absolute for the kernel.
 Formatting is done in bulk: each frame's text is built once, per-sample
 headers with one list comprehension, and the pieces joined by numpy index
 arithmetic, so the cost per sample is a few string operations.
+
+With the C extension, ``_native.script_text`` writes a whole batch's text
+in one call from the sample columns and per-id texts built here (each
+frame's, comm's and event's text once); the Python formatter below is the
+reference (``PMUSCOPE_NATIVE_SCRIPT=0``) and serves what the C code does
+not (tracepoint payloads, anything unusual it declines).
 """
 
 from __future__ import annotations
 
+import os
+from array import array
+from itertools import accumulate
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import PmuscopeError
 from .model import Profile, uniq, uniq_first
+
+try:
+    from .. import _native  # type: ignore[attr-defined]
+except ImportError:  # no C compiler at install time: the Python formatter serves
+    _native = None
 
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
@@ -50,6 +64,31 @@ def default_fields(p: Profile) -> tuple[str, ...]:
         return tuple(f + ["event", "trace"])
     f += ["period", "event", "ip", "sym", "symoff", "dso"]
     return tuple(f)
+
+
+def native_script_available() -> bool:
+    return _native is not None and hasattr(_native, "script_text")
+
+
+def native_script_wanted() -> bool:
+    """The C formatter, unless ``PMUSCOPE_NATIVE_SCRIPT=0`` or not built."""
+    return os.environ.get("PMUSCOPE_NATIVE_SCRIPT", "1") != "0" and native_script_available()
+
+
+# flags of _native.script_text: which header fields, and what follows the header
+_NF = {"comm": 1, "pid": 2, "tid": 4, "cpu": 8, "time": 16, "period": 32, "event": 64}
+_NF_FRAMES, _NF_CHAIN = 128, 256
+
+
+def _event_texts(p: Profile) -> list[bytes] | None:
+    """``event: `` of each event id, right-aligned to the longest name (as
+    :func:`_middle`); None when the texts' byte lengths differ (non-ASCII
+    names: the Python formatter serves those)."""
+    width = max((len(x) for x in p.event_names), default=0)
+    names = [(x.rjust(width) + ": ").encode() for x in p.event_names]
+    if not names or len({len(x) for x in names}) != 1:
+        return None
+    return names
 
 
 def _frame_table(p: Profile, **kw) -> np.ndarray:
@@ -278,37 +317,134 @@ class ScriptFormatter:
     the table up to it. The text of each sample depends on that sample and the
     shared tables alone, so the pieces' texts joined are the whole profile's."""
 
-    def __init__(self, fields: Sequence[str] | None = None, *, callchain: bool = True, batch: int = 65536) -> None:
+    def __init__(self, fields: Sequence[str] | None = None, *, callchain: bool = True, batch: int = 65536,
+                 native: bool | None = None) -> None:
         self.fields = tuple(fields) if fields else None
         self.callchain = callchain
         self.batch = batch
+        #: the C formatter (None: unless ``PMUSCOPE_NATIVE_SCRIPT=0``); the Python one is the reference
+        self.native = native_script_wanted() if native is None else native and native_script_available()
         self._texts: list[bytes] = []
         self._table: np.ndarray | None = None
         self._caches: tuple[dict, dict] = ({}, {})
         # (comm id, pid, tid, cpu) -> its ``comm tid [cpu] `` text, by fields and chain
         self._prefixes: dict = {}
+        # the native path's frame texts: all of them in one buffer, frame id f at _foff[f]:_foff[f + 1]
+        self._blob = bytearray()
+        self._foff = array("q", [0])
+        # the native path's comm texts by comm id, and the names they are of
+        self._comm_names: list[str] = []
+        self._comm_texts: list[bytes] = []
+        self._buf = bytearray()  # where write() has the C formatter put each batch's text
+
+    def _frame_lines_to(self, p: Profile, chain: bool, fs: set) -> None:
+        nf = len(p.frame_ip)
+        if nf > len(self._texts):
+            self._texts += _frame_lines(p, relative=chain, ip="ip" in fs, sym="sym" in fs or "symoff" in fs,
+                                        symoff="symoff" in fs, dso="dso" in fs, prefix="\t" if chain else "",
+                                        suffix="\n", start=len(self._texts), caches=self._caches)
 
     def _frame_texts(self, p: Profile, chain: bool, fs: set) -> np.ndarray:
         nf = len(p.frame_ip)
         if self._table is None or len(self._table) < nf:
-            if nf > len(self._texts):
-                self._texts += _frame_lines(p, relative=chain, ip="ip" in fs, sym="sym" in fs or "symoff" in fs,
-                                            symoff="symoff" in fs, dso="dso" in fs, prefix="\t" if chain else "",
-                                            suffix="\n", start=len(self._texts), caches=self._caches)
+            self._frame_lines_to(p, chain, fs)
             self._table = _objects(self._texts)
         return self._table
 
-    def format(self, p: Profile) -> Iterator[bytes]:
-        """Yield the text of ``p``'s samples, ``batch`` samples at a time."""
+    def _frame_blob(self, p: Profile, chain: bool, fs: set) -> None:
+        self._frame_lines_to(p, chain, fs)
+        done = len(self._foff) - 1
+        if len(self._texts) > done:
+            new = self._texts[done:]
+            self._blob += b"".join(new)
+            self._foff.extend(accumulate(map(len, new), initial=self._foff[-1]))
+            del self._foff[done + 1]  # accumulate's initial value: already the last offset
+
+    def _comms(self, p: Profile, chain: bool) -> list[bytes]:
+        names = p.comms
+        k = len(self._comm_names)
+        if names[:k] != self._comm_names:
+            self._comm_names, self._comm_texts, k = [], [], 0
+        for name in names[k:]:
+            t = f"{name} " if chain else f"{name:>16} "
+            self._comm_texts.append(t.encode("utf-8", "surrogateescape"))
+            self._comm_names.append(name)
+        return self._comm_texts
+
+    def _plan(self, p: Profile) -> tuple[tuple, set, bool, bool]:
         if self.fields is None:
             self.fields = default_fields(p)
-        fields = self.fields
-        fs = set(fields)
+        fs = set(self.fields)
         want_frames = bool(fs & {"ip", "sym", "dso"})
         chain = self.callchain and p.has_callchain and want_frames
+        return self.fields, fs, want_frames, chain
+
+    def _python(self, p: Profile, fields: tuple, fs: set, want_frames: bool, chain: bool,
+                start: int) -> Iterator[bytes]:
         table = self._frame_texts(p, chain, fs) if want_frames else None
         prefixes = self._prefixes.setdefault((frozenset(fs), chain), {})
-        yield from _format(p, fields, fs, chain, table, self.batch, prefixes)
+        return _format(p, fields, fs, chain, table, self.batch, prefixes, start)
+
+    def format(self, p: Profile) -> Iterator[bytes]:
+        """Yield the text of ``p``'s samples, ``batch`` samples at a time."""
+        fields, fs, want_frames, chain = self._plan(p)
+        start = 0
+        if self.native and not ("trace" in fs and p.raw is not None):
+            for lo, text in self._native_format(p, fs, chain, want_frames):
+                if text is None:  # declined from sample lo on: the Python formatter goes on from there
+                    start = lo
+                    break
+                yield text
+            else:
+                return
+        yield from self._python(p, fields, fs, want_frames, chain, start)
+
+    def write(self, p: Profile, write) -> None:
+        """Write the text of ``p``'s samples with ``write`` (a binary file's),
+        the bytes :meth:`format` yields. The C formatter fills one buffer
+        kept from call to call and hands ``write`` a view of it (the view is
+        released when ``write`` returns): no new bytes, no fresh pages, per batch."""
+        fields, fs, want_frames, chain = self._plan(p)
+        start = 0
+        if self.native and not ("trace" in fs and p.raw is not None):
+            buf = self._buf
+            for lo, n in self._native_format(p, fs, chain, want_frames, buf):
+                if n is None:
+                    start = lo
+                    break
+                with memoryview(buf) as view, view[:n] as piece:
+                    write(piece)
+            else:
+                return
+        for text in self._python(p, fields, fs, want_frames, chain, start):
+            write(text)
+
+    def _native_format(self, p: Profile, fs: set, chain: bool, want_frames: bool,
+                       into: bytearray | None = None) -> Iterator[tuple[int, bytes | int | None]]:
+        """``(lo, text)`` of each batch from ``_native.script_text`` (with
+        ``into``: the length of the text written there); ``(lo, None)`` where
+        it declines (the caller formats the rest in Python)."""
+        flags = 0
+        for name, bit in _NF.items():
+            if name in fs:
+                flags |= bit
+        events = _event_texts(p) if "event" in fs else []
+        if events is None:
+            yield 0, None
+            return
+        comms = self._comms(p, chain) if "comm" in fs else []
+        if want_frames:
+            self._frame_blob(p, chain, fs)
+            flags |= _NF_FRAMES | (_NF_CHAIN if chain else 0)
+        n = len(p)
+        text = _native.script_text
+        args = (flags, comms, events, self._blob, self._foff, p.comm, p.pid, p.tid, p.cpu, p.time, p.period,
+                p.event, p.leaf, p.stack, p.stack_offsets)
+        for lo in range(0, n, self.batch):
+            out = text(*args, lo, min(n, lo + self.batch), into)
+            yield lo, out
+            if out is None:
+                return
 
 
 def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
@@ -318,10 +454,12 @@ def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callch
 
 
 def _format(p: Profile, fields: tuple, fs: set, chain: bool, table: np.ndarray | None,
-            batch: int, prefixes: dict | None = None) -> Iterator[bytes]:
+            batch: int, prefixes: dict | None = None, start: int = 0) -> Iterator[bytes]:
     n = len(p)
+    if start >= n:
+        return
     stacks = _stack_texts(p, table) if chain else None
-    for lo in range(0, n, batch):
+    for lo in range(start, n, batch):
         hi = min(n, lo + batch)
         # with call chains, the header line ends here, or where the stack's text begins
         heads = _headers(p, lo, hi, fields, chain, b"\n" if chain and stacks is None else b"", prefixes)
