@@ -252,3 +252,28 @@ def test_chunk_cuts_follow_the_headers_past_look_alike_words(tmp_path, monkeypat
         path.write_bytes(data)
         monkeypatch.setattr(fl, "CHUNK_BYTES", 4096)
         assert [(o, len(c)) for o, c in fl._chunks(str(path), off, size)] == by_walk(bytes(data), 4096), trial
+
+
+def test_read_chunks_reuse_only_buffers_nothing_holds(tmp_path, monkeypatch, decode_path):
+    """Chunks kept by their reader keep their bytes (a buffer is read into
+    again only once no view of it is left); chunks dropped as they come are
+    read into a few buffers over and over."""
+    import pmuscope.profile._fastload as fl
+
+    path = _write(tmp_path, 5000)
+    monkeypatch.setattr(fl, "CHUNK_BYTES", 4096)
+    raw = path.read_bytes()
+    with PerfDataFile(str(path)) as pf:
+        off, size = pf.header.data.offset, pf.header.data.size
+    kept = list(fl._chunks(str(path), off, size))
+    assert len(kept) > 10 and sum(len(c) for _, c in kept) == size
+    for o, c in kept:
+        assert bytes(c) == raw[o:o + len(c)]
+    held = {}
+    for o, c in fl._chunks(str(path), off, size):
+        assert bytes(c) == raw[o:o + len(c)]
+        held[id(c.obj)] = c.obj
+        arr = np.frombuffer(c, dtype=np.uint8)  # an array over the chunk, dropped with it
+        assert arr[0] == raw[o]
+    if decode_path == "native":
+        assert len(held) <= fl._POOL

@@ -84,28 +84,59 @@ def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
 
 
 def _read_chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
-    """The chunks of :func:`_mapped_chunks`, each read into its own buffer
-    with the C walker finding the cuts. Touching a memory map costs a page
-    fault per page (on a VM that is several times a copy of the page: ~0.3 s
-    for 245 MB where these reads take ~0.04 s). When the headers do not chain
-    cleanly (or the file is shorter than it says), the rest is
+    """The chunks of :func:`_mapped_chunks`, read into buffers with the C
+    walker finding the cuts. Touching a memory map costs a page fault per page
+    (on a VM several times a copy of the page: ~0.3 s for 245 MB where these
+    reads take ~0.03 s), and so does a fresh buffer per chunk once the heap
+    gives its top back to the kernel, so a buffer is read into again as soon as
+    nothing holds a view of it (see :func:`_free_buffer`). When the headers do
+    not chain cleanly (or the file is shorter than it says), the rest is
     :func:`_mapped_chunks`' from there on, which decides as before."""
+    pool: list[bytearray] = []
     with open(path, "rb", buffering=0) as f:
         fd = f.fileno()
         pos = 0
         while pos < size:
             cut = min(CHUNK_BYTES, size - pos)
             want = size - pos if cut == size - pos else min(cut + _MAX_RECORD, size - pos)
+            buf = _free_buffer(pool, want)
             try:
-                buf = os.pread(fd, want, off + pos)
+                got = os.preadv(fd, [memoryview(buf)[:want]], off + pos)
             except OSError:
-                buf = b""
-            p = len(buf) if cut == want else _native_decode.next_boundary(buf, 0, cut)
-            if len(buf) != want or p is None or p <= 0:
+                got = -1
+            p = want if cut == want else _native_decode.next_boundary(memoryview(buf)[:want], 0, cut)
+            if got != want or p is None or p <= 0:
+                del buf
+                pool.clear()
                 yield from _mapped_chunks(path, off, size, pos)
                 return
-            yield off + pos, memoryview(buf)[:p]
+            chunk = memoryview(buf)[:p]
+            del buf
+            yield off + pos, chunk
+            del chunk
             pos += p
+
+
+_POOL = 3  # buffers kept for reuse: the chunk being decoded, the one its reader still names, a spare
+
+
+def _free_buffer(pool: list[bytearray], want: int) -> bytearray:
+    """A buffer of ``pool`` at least ``want`` bytes long that no view uses any
+    more (the reader of a chunk may keep it, or arrays over it, as long as it
+    likes: such a buffer is left to it), else a new one."""
+    for buf in pool:
+        if len(buf) >= want:
+            try:  # a bytearray cannot be resized while a view of it exists
+                buf.append(0)
+                del buf[-1]
+            except BufferError:
+                continue
+            return buf
+    if len(pool) >= _POOL:
+        pool.pop(0)  # held elsewhere (or too short): its holder keeps it alive
+    buf = bytearray(max(want, min(CHUNK_BYTES + _MAX_RECORD, 1 << 24)))
+    pool.append(buf)
+    return buf
 
 
 def _mapped_chunks(path: str, off: int, size: int, start: int = 0) -> Iterator[tuple[int, memoryview]]:
