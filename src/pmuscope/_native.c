@@ -842,11 +842,11 @@ static PyObject *py_store_loop(PyObject *self, PyObject *args) {
  *                                   `cut`, following header.size from `pos` (a boundary);
  *                                   None when a size is < 8, not a multiple of 8 or runs
  *                                   past the data (the numpy reference then decides).
- *   walk_records(buf, offs, sizes, auxtrace_inline)
+ *   walk_records(buf[, auxtrace_inline])
  *                                   the records of a chunk by following header.size:
- *                                   writes the SAMPLE records' offsets and sizes (int64)
- *                                   into `offs`/`sizes`, returns (nsamples, side) with side
- *                                   a list of (offset, type, misc, size) of the others; None
+ *                                   returns (offsets, sizes, side): the SAMPLE records'
+ *                                   offsets and sizes as int64 bytes, side a list of
+ *                                   (offset, type, misc, size) of the others; None
  *                                   on anything unusual (truncated header, size < 8, a
  *                                   record past the end, AUXTRACE with inline payloads).
  *   sample_fields(buf, offs, sizes, ops, cols, misc)
@@ -878,14 +878,20 @@ static PyObject *py_next_boundary(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_walk_records(PyObject *self, PyObject *args) {
-    Py_buffer b, ob, sb;
+    Py_buffer b;
     int aux_inline = 0;
-    if (!PyArg_ParseTuple(args, "y*w*w*|p", &b, &ob, &sb, &aux_inline)) return NULL;
-    PyObject *side = NULL, *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*|p", &b, &aux_inline)) return NULL;
+    PyObject *side = NULL, *res = NULL, *ob = NULL, *sb = NULL;
     const unsigned char *d = (const unsigned char *)b.buf;
-    Py_ssize_t n = b.len, off = 0, k = 0, cap = ob.len / 8;
-    int64_t *offs = (int64_t *)ob.buf, *sizes = (int64_t *)sb.buf;
-    if (sb.len / 8 < cap) cap = sb.len / 8;
+    Py_ssize_t n = b.len, off = 0, k = 0, cap = 1024;
+    /* grown by doubling: a chunk's few thousand offsets stay small heap blocks, not
+     * chunk-sized ones the allocator maps and unmaps (a page fault per page touched) */
+    int64_t *offs = (int64_t *)PyMem_Malloc(cap * sizeof(int64_t));
+    int64_t *sizes = (int64_t *)PyMem_Malloc(cap * sizeof(int64_t));
+    if (offs == NULL || sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     side = PyList_New(0);
     if (side == NULL) goto done;
     while (off < n) {
@@ -897,7 +903,15 @@ static PyObject *py_walk_records(PyObject *self, PyObject *args) {
         memcpy(&sz, d + off + 6, 2);
         if (sz < 8 || sz > n - off) goto bail;
         if (t == PERF_RECORD_SAMPLE) {
-            if (k >= cap) goto bail;
+            if (k == cap) {
+                int64_t *o2 = (int64_t *)PyMem_Realloc(offs, 2 * cap * sizeof(int64_t));
+                if (o2 == NULL) { PyErr_NoMemory(); goto done; }
+                offs = o2;
+                int64_t *s2 = (int64_t *)PyMem_Realloc(sizes, 2 * cap * sizeof(int64_t));
+                if (s2 == NULL) { PyErr_NoMemory(); goto done; }
+                sizes = s2;
+                cap *= 2;
+            }
             offs[k] = off;
             sizes[k] = sz;
             k++;
@@ -911,16 +925,21 @@ static PyObject *py_walk_records(PyObject *self, PyObject *args) {
         }
         off += sz;
     }
-    res = Py_BuildValue("(nO)", k, side);
+    ob = PyBytes_FromStringAndSize((const char *)offs, k * 8);
+    sb = PyBytes_FromStringAndSize((const char *)sizes, k * 8);
+    if (ob == NULL || sb == NULL) goto done;
+    res = PyTuple_Pack(3, ob, sb, side);
     goto done;
 bail:
     res = Py_None;
     Py_INCREF(res);
 done:
+    Py_XDECREF(ob);
+    Py_XDECREF(sb);
     Py_XDECREF(side);
+    PyMem_Free(offs);
+    PyMem_Free(sizes);
     PyBuffer_Release(&b);
-    PyBuffer_Release(&ob);
-    PyBuffer_Release(&sb);
     return res;
 }
 
@@ -1447,7 +1466,7 @@ static PyMethodDef methods[] = {
     {"next_boundary", py_next_boundary, METH_VARARGS,
      "next_boundary(data, pos, cut) -> first record boundary >= cut, or None (see pmuscope.records.native)."},
     {"walk_records", py_walk_records, METH_VARARGS,
-     "walk_records(buf, offs, sizes[, auxtrace_inline]) -> (nsamples, side) or None (see pmuscope.records.native)."},
+     "walk_records(buf[, auxtrace_inline]) -> (offsets, sizes, side) or None (see pmuscope.records.native)."},
     {"sample_fields", py_sample_fields, METH_VARARGS,
      "sample_fields(buf, offs, sizes, ops, cols, misc) -> (callchain, callchain_offsets) or None "
      "(see pmuscope.records.native)."},

@@ -198,16 +198,18 @@ def _table(st=ST, ids=()):
 def test_walker_declines_what_is_unusual():
     good = _chunk([synth.sample(ST, ip=1, pid=2, tid=3, time=4, cpu=1, period=1, callchain=[5, 6]) for _ in range(3)])
     assert native.walk(good) is not None
-    n = len(good) // 8
-    offs, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
-    assert native._native.walk_records(good[:-3], offs, sizes) is None  # truncated
+    assert native._native.walk_records(good[:-3]) is None  # truncated
     bad = bytearray(good)
     struct.pack_into("<H", bad, 6, 4)  # header.size below the header
-    assert native._native.walk_records(bytes(bad), offs, sizes) is None
+    assert native._native.walk_records(bytes(bad)) is None
     struct.pack_into("<H", bad, 6, 0xFFF8)  # runs past the chunk
-    assert native._native.walk_records(bytes(bad), offs, sizes) is None
+    assert native._native.walk_records(bytes(bad)) is None
     aux = struct.pack("<IHHQQQII", int(abi.PerfRecord.AUXTRACE), 0, 48, 8, 0, 0, 0, 0) + b"\0" * 8 + b"x" * 8
-    assert native._native.walk_records(aux, offs, sizes, True) is None  # its payload follows inline
+    assert native._native.walk_records(aux, True) is None  # its payload follows inline
+    assert native._native.walk_records(aux[:48]) is not None  # in a chunk of records only, it is one
+    many = _chunk([synth.sample(ST, ip=i, pid=2, tid=3, time=4, cpu=1, period=1) for i in range(5000)])
+    offs, sizes, side = native.walk(many)  # past the C side's first few thousand offsets
+    assert len(offs) == 5000 and not side and offs[-1] == len(many) - sizes[-1]
     # the chunk's own errors still come from the numpy path, offset named
     for buf in (good[:-3], bytes(bad)):
         with pytest.raises(FormatError) as exc:

@@ -52,14 +52,11 @@ def walk(buf, auxtrace_inline: bool = False):
     ``decode._walk`` gives them, or None (not enabled, or anything unusual)."""
     if not NATIVE_DECODE or _native is None:
         return None
-    cap = len(buf) // 8
-    offs = np.empty(cap, dtype=np.int64)
-    sizes = np.empty(cap, dtype=np.int64)
-    r = _native.walk_records(buf, offs, sizes, auxtrace_inline)
+    r = _native.walk_records(buf, auxtrace_inline)
     if r is None:
         return None
-    k, side = r
-    return offs[:k], sizes[:k], side
+    offs, sizes, side = r
+    return np.frombuffer(offs, dtype=np.int64), np.frombuffer(sizes, dtype=np.int64), side
 
 
 def next_boundary(data, pos: int, cut: int) -> int | None:
