@@ -945,7 +945,8 @@ done:
 
 /* ops: one byte per field in record order. 'u': the u64 into the next column (u64),
  * 't': TID, low half into the next column, high half into the one after (int32 each),
- * 'c': CPU, low half into the next column (int32), 'C': CALLCHAIN (nr, then nr u64). */
+ * 'c': CPU, low half into the next column (int32), 'C': CALLCHAIN (nr, then nr u64),
+ * 'S': CALLCHAIN skipped (bounds checked, not copied). */
 #define SF_MAXCOLS 32
 static PyObject *py_sample_fields(PyObject *self, PyObject *args) {
     Py_buffer b, ob, sb, mb, cb[SF_MAXCOLS];
@@ -976,7 +977,7 @@ static PyObject *py_sample_fields(PyObject *self, PyObject *args) {
     {
         int c = 0;
         for (Py_ssize_t j = 0; j < nops; j++) {
-            int need = ops[j] == 't' ? 2 : ops[j] == 'C' ? 0 : 1;
+            int need = ops[j] == 't' ? 2 : (ops[j] == 'C' || ops[j] == 'S') ? 0 : 1;
             Py_ssize_t width = ops[j] == 'u' ? 8 : 4;
             for (int q = 0; q < need; q++, c++)
                 if (c >= nc || cb[c].len < n * width) {
@@ -1024,6 +1025,10 @@ static PyObject *py_sample_fields(PyObject *self, PyObject *args) {
                 if (v > (uint64_t)(e - p)) goto bail;
                 memcpy(cc + total, w + 8 * p, v * 8);
                 total += (Py_ssize_t)v;
+                p += (Py_ssize_t)v;
+                break;
+            case 'S': /* a call chain the caller does not want: checked, skipped */
+                if (v > (uint64_t)(e - p)) goto bail;
                 p += (Py_ssize_t)v;
                 break;
             default:

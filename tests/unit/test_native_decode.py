@@ -318,3 +318,48 @@ def test_a_slice_is_the_batch_of_its_records(path):
             if part is not None:
                 _same_batch(got, part)
             assert got.__dict__.keys() == whole.__dict__.keys()
+
+
+def _round_items(path: str, on: bool, callchains: bool):
+    from pmuscope.profile._fastload import RoundSource
+
+    with _path(on), PerfDataFile(path) as pf:
+        table = AttrTable([(a.attr, a.ids) for a in pf.attrs])
+        src = RoundSource(_chunks_until_error(pf), table, callchains=callchains)
+        try:
+            return list(src), src.stats
+        except PmuscopeError as err:
+            return [("error", str(err))], src.stats
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+def test_round_source_without_call_chains(path):
+    """``RoundSource(callchains=False)`` (for readers that use none): the
+    items of ``callchains=True`` without call chains, C and numpy alike."""
+    ref, rstats = _round_items(path, False, True)
+    for on in (True, False):
+        got, gstats = _round_items(path, on, False)
+        assert len(got) == len(ref) and gstats == rstats
+        for a, b in zip(got, ref):
+            assert type(a) is type(b)
+            if isinstance(a, SampleBatch):
+                assert a.callchain is None and a.callchain_offsets is None
+                b.callchain = b.callchain_offsets = None
+                _same_batch(a, b)
+            else:
+                assert a == b
+
+
+def test_skipped_call_chains_are_still_checked():
+    table = _table()
+    recs = [synth.sample(ST, ip=i, pid=2, tid=3, time=4, cpu=1, period=1, callchain=[5, 6, 7]) for i in range(4)]
+    buf = bytearray(_chunk(recs))
+    sizes = np.array([len(r) for r in recs], dtype=np.int64)
+    offs = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    got = native.sample_columns(bytes(buf), offs, sizes, int(ST), callchains=False)
+    assert got is not None and got[2] is None and got[1]["ip"].tolist() == [0, 1, 2, 3]
+    struct.pack_into("<Q", buf, int(offs[2]) + 8 + 8 * 5, 50)  # a chain longer than its record
+    assert native.sample_columns(bytes(buf), offs, sizes, int(ST), callchains=False) is None
+    for on in (True, False):
+        with _path(on), pytest.raises(FormatError, match=f"byte offset {int(offs[2])}.*CALLCHAIN"):
+            decode_samples(bytes(buf), offs, sizes, table, 0, DecodeStats(), callchains=False)

@@ -475,11 +475,16 @@ class RoundSource:
     samples by time itself (the profile builder): a chunk's samples are
     decoded in one batch and cut only at FINISHED_ROUND marks, not at every
     side-band record, and side-band records the profile does not use are
-    counted without being built. Needs PERF_SAMPLE_TIME on every attr."""
+    counted without being built. Needs PERF_SAMPLE_TIME on every attr.
 
-    def __init__(self, chunks, attrs) -> None:
+    :attr:`callchains` False (a reader that uses no call chains, like
+    ``script -G``): batches carry none; the C decoder checks and skips them
+    instead of copying them (most of a deep-stack file's bytes)."""
+
+    def __init__(self, chunks, attrs, *, callchains: bool = True) -> None:
         self.chunks = chunks
         self.attrs = attrs
+        self.callchains = callchains
         from ..records import DecodeStats
 
         self.stats = DecodeStats()
@@ -498,7 +503,7 @@ class RoundSource:
             batch = None
             if len(sample_arr):
                 stats.count(9, len(sample_arr))
-                batch = decode_samples(buf, sample_arr, size_arr, attrs, base, stats)
+                batch = decode_samples(buf, sample_arr, size_arr, attrs, base, stats, self.callchains)
                 stats.samples += len(batch)
             start = 0
             for off, t, misc, size in side:

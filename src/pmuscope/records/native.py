@@ -96,28 +96,29 @@ for _bits, _op, _cols in _FIXED:
 
 
 @lru_cache(maxsize=64)
-def fixed_layout(sample_type: int) -> tuple[bytes, tuple[tuple[str, type], ...]] | None:
+def fixed_layout(sample_type: int, callchains: bool = True) -> tuple[bytes, tuple[tuple[str, type], ...]] | None:
     """``(ops, columns)`` for :func:`_native.sample_fields`, or None when a
-    field of ``sample_type`` is not one the C decoder handles."""
+    field of ``sample_type`` is not one the C decoder handles (``callchains``
+    False: call chains are checked and skipped, not copied)."""
     if sample_type & ~_HANDLED:
         return None
     ops = b""
     cols: list[tuple[str, type]] = []
     for bits, op, names in _FIXED:
         if sample_type & bits:
-            ops += op
+            ops += op if op != b"C" or callchains else b"S"
             cols.extend(names)
     return ops, tuple(cols)
 
 
-def sample_columns(buf, offs: np.ndarray, sizes: np.ndarray, sample_type: int):
+def sample_columns(buf, offs: np.ndarray, sizes: np.ndarray, sample_type: int, callchains: bool = True):
     """The columns of the SAMPLE records at ``offs`` (all of ``sample_type``)
     as ``(misc, {name: array}, callchain, callchain_offsets)`` — the arrays
     ``sample._decode_group`` and ``_gather`` make — or None (not enabled, a
     layout the C decoder does not handle, or a field past its record)."""
     if not NATIVE_DECODE or _native is None:
         return None
-    layout = fixed_layout(sample_type)
+    layout = fixed_layout(sample_type, callchains)
     if layout is None:
         return None
     ops, names = layout

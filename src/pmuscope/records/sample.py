@@ -669,15 +669,26 @@ def _regs(W, p, e, rec_off, m, out: _Cols, name: str, count: int, base_offset: i
     return p + n
 
 
-def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats) -> SampleBatch:
+def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats,
+                   callchains: bool = True) -> SampleBatch:
     """Decode the SAMPLE records at byte offsets ``offs`` (sizes ``sizes``) of ``buf``.
 
     Samples whose id is in no attr are dropped and counted in ``stats.unknown_id``.
+    ``callchains=False``: the batch has no call chains (they are still checked;
+    the C decoder does not copy them).
     """
+    batch = _decode_samples(buf, offs, sizes, attrs, base_offset, stats, callchains)
+    if not callchains and batch.callchain is not None:
+        batch.callchain = batch.callchain_offsets = None
+    return batch
+
+
+def _decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, base_offset: int, stats,
+                    callchains: bool) -> SampleBatch:
     n = len(offs)
     mv = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
     if n and len(attrs.entries) == 1:  # the C decoder checks alignment and bounds itself
-        got = _native_decode.sample_columns(mv, offs, sizes, attrs.entries[0].sample_type)
+        got = _native_decode.sample_columns(mv, offs, sizes, attrs.entries[0].sample_type, callchains)
         if got is not None:
             return _native_batch(got, attrs, offs, base_offset, np.zeros(n, dtype=np.int32))
     nbytes = len(mv)
@@ -705,7 +716,7 @@ def decode_samples(buf, offs: np.ndarray, sizes: np.ndarray, attrs: AttrTable, b
                 n = len(offs)
         st = attrs.entries[0].sample_type
         if n and len(attrs.entries) > 1 and all(en.sample_type == st for en in attrs.entries):
-            got = _native_decode.sample_columns(mv, offs, sizes, st)
+            got = _native_decode.sample_columns(mv, offs, sizes, st, callchains)
             if got is not None:
                 return _native_batch(got, attrs, offs, base_offset, ai)
         out = _Cols(n)
