@@ -53,6 +53,19 @@ _STATE_RECORDS = (R.MMAP, R.MMAP2, R.COMM, R.FORK, R.KSYMBOL)  # cache key of ke
 LEVEL_CHAR = {0: "?", 1: "k", 2: ".", 3: "H", 4: "g", 5: "u"}
 
 
+def _native_resolve():
+    """The C helpers of the profile builder and the collapser (:mod:`pmuscope._native`),
+    or None: not built, or ``PMUSCOPE_NATIVE_RESOLVE=0`` (the numpy path: the
+    reference, tested against it)."""
+    if os.environ.get("PMUSCOPE_NATIVE_RESOLVE", "1") == "0":
+        return None
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native if hasattr(_native, "resolve_round") else None
+
+
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
     if not parts:
         return np.zeros(0, dtype=dtype)
@@ -350,6 +363,11 @@ class ProfileBuilder:
             a = arch or platform.machine()
             if a in ARCHES:
                 self.unwinder = Unwinder(self.symbolizer, a)
+        # the C walk and frame cache (resolve_round) instead of the numpy one;
+        # dwarf unwinding (rewritten chains, truncated frames) stays on numpy
+        self._nat = _native_resolve() if self.unwinder is None else None
+        self._ncache = self._nat.resolve_cache_new() if self._nat is not None else None
+        self._pids_stale = False  # space ids started over during a native round
         self._batches: list[SampleBatch] = []
         self._held: _Pending | None = None  # samples newer than the last flush limit
         self._queue: list[tuple[int, int, Any]] = []  # time-stamped side-band records not applied yet
@@ -495,6 +513,8 @@ class ProfileBuilder:
                     (rtype == R.MMAP and item.misc & abi.PERF_RECORD_MISC_MMAP_DATA):
                 self.maps.apply(item)
                 self._epoch[pid] = self._epoch.get(pid, 0) + 1
+                if self._ncache is not None:
+                    self._nat.resolve_cache_forget_pid(self._ncache, pid)
                 return pid, None
             return None, None
         if rtype == R.COMM:
@@ -514,6 +534,8 @@ class ProfileBuilder:
             if item.pid != item.ppid:
                 self.maps.apply(item)
                 self._epoch[item.pid] = self._epoch.get(item.pid, 0) + 1
+                if self._ncache is not None:
+                    self._nat.resolve_cache_forget_pid(self._ncache, item.pid)
                 return item.pid, change
             return None, change
         if rtype == R.KSYMBOL:
@@ -844,6 +866,9 @@ class ProfileBuilder:
                 self._sid_of_fp.clear()
                 self._sids.clear()
                 self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+                if self._ncache is not None:
+                    self._nat.resolve_cache_clear(self._ncache, 0)
+                    self._pids_stale = True  # the C pid -> space id table, after this round
             s = self._sid_of_fp[fp] = len(self._sid_of_fp) + 1
             self._sid_rep[s] = pid
         self._sids[key] = s
@@ -956,6 +981,46 @@ class ProfileBuilder:
         f["kernel"].append(kernel.copy())
         return fids
 
+    def _resolve_native(self, c: dict[str, np.ndarray], cc_flat) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_resolve`'s walk of the call chains and :meth:`_frames_for` in
+        one C pass (``resolve_round``) over a cache kept in C: ``(frame ids: the
+        leaves, then the kept call-chain entries; entries kept per sample)``.
+        New space ids and new frames are made here, by the C code's calls, in
+        the numpy path's order (so the ids are the same)."""
+        nat, cache = self._nat, self._ncache
+        if self._kcache_epoch != self._kepoch:
+            nat.resolve_cache_clear(cache, 1)
+            self._kcache_epoch = self._kepoch
+        n = len(c["ip"])
+        if cc_flat is None:
+            cc, off = np.zeros(0, np.uint64), np.zeros(n + 1, np.int64)
+        else:
+            cc = np.ascontiguousarray(cc_flat[0], dtype=np.uint64)
+            off = np.ascontiguousarray(cc_flat[1], dtype=np.int64)
+        fids = np.empty(n + len(cc), dtype=np.int32)
+        kept = np.empty(n, dtype=np.int64)
+        try:
+            total = nat.resolve_round(cache, np.ascontiguousarray(c["ip"], dtype=np.uint64),
+                                      np.ascontiguousarray(c["cpumode"], dtype=np.uint8),
+                                      np.ascontiguousarray(c["pid"], dtype=np.int64), cc, off, fids, kept,
+                                      self._native_sids, self._native_frames)
+        finally:
+            if self._pids_stale:
+                nat.resolve_cache_clear(cache, 3)
+                self._pids_stale = False
+        return fids[:total], kept
+
+    def _native_sids(self, pids: list[int]) -> list[tuple[int, int]]:
+        """Space id and the pid resolving for it, of each pid (ascending, as
+        :meth:`_frames_for` asks)."""
+        sids = [self._sid(p) for p in pids]
+        return [(s, self._sid_rep.get(s, p)) for s, p in zip(sids, pids)]
+
+    def _native_frames(self, kind: int, pids: bytes, ips: bytes) -> np.ndarray:
+        """New frames for ``resolve_round``: kind 1 kernel addresses, else user ones."""
+        ipa = np.frombuffer(ips, dtype=np.uint64)
+        return self._new_frames(np.frombuffer(pids, dtype=np.int64), ipa, np.full(len(ipa), kind == 1))
+
     def _resolve(self, p: _Pending) -> None:
         n = len(p)
         if n == 0:
@@ -969,7 +1034,9 @@ class ProfileBuilder:
             out["truncated"].append(self._unwind(p))
         elif self.unwinder is not None:
             out["truncated"].append(np.zeros(n, dtype=bool))
-        if "cc" in p.flat:
+        if self._ncache is not None:
+            fids, kept = self._resolve_native(c, p.flat.get("cc"))
+        elif "cc" in p.flat:
             cc, off = p.flat["cc"]
             counts = np.diff(off)
             m = len(cc)
@@ -995,12 +1062,13 @@ class ProfileBuilder:
             all_pid = np.concatenate((c["pid"], c["pid"][cc_s]))
         else:
             all_ips, all_k, all_pid = c["ip"], kernel_ip, c["pid"]
-        fids = self._frames_for(all_pid, all_ips, all_k)
-        if self.unwinder is not None:
-            cut = all_ips == _TRUNC_HOLD
-            if cut.any():
-                fids[cut] = self._truncated_frame()
-        fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
+        if self._ncache is None:
+            fids = self._frames_for(all_pid, all_ips, all_k)
+            if self.unwinder is not None:
+                cut = all_ips == _TRUNC_HOLD
+                if cut.any():
+                    fids[cut] = self._truncated_frame()
+            fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
         out["leaf"].append(fids[:leaf_n])
         if "cc" in p.flat:
             out["stack"].append(fids[leaf_n:])
