@@ -859,6 +859,8 @@ static PyObject *py_store_loop(PyObject *self, PyObject *args) {
  *     chain 0), periods and counts (None: 1 each) summed, each row's first sample kept.
  * collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)
  *     bytearrays; rows in the order of their first sample.
+ * take_flat(flat, off, idx, out, noff) -> bool
+ *     pmuscope.profile.model._take_flat's gather of whole rows (memcpy per row).
  */
 #include <stdlib.h>
 
@@ -1536,6 +1538,42 @@ static PyObject *py_collapse_result(PyObject *self, PyObject *cap) {
                          RS_BA(s->coff.a, s->coff.n * 8));
 #undef RS_BA
 }
+
+/* take_flat(flat, off, idx, out, noff) -> True, or False when the arguments do not fit
+ * (the caller then takes the numpy path): rows idx of a flat + offsets field copied back to
+ * back into out (noff: the new offsets, made by the caller); any item size. */
+static PyObject *py_take_flat(PyObject *self, PyObject *args) {
+    Py_buffer flat_b, off_b, idx_b, out_b, noff_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*y*", &flat_b, &off_b, &idx_b, &out_b, &noff_b)) return NULL;
+    const int64_t *off = off_b.buf, *idx = idx_b.buf, *noff = noff_b.buf;
+    Py_ssize_t nsrc = off_b.len / 8 - 1, k = idx_b.len / 8;
+    int ok = nsrc >= 0 && noff_b.len == (k + 1) * 8 && noff[0] == 0;
+    size_t isz = 0;
+    if (ok && noff[k] > 0) {
+        isz = (size_t)(out_b.len / noff[k]);
+        ok = (Py_ssize_t)isz * noff[k] == out_b.len && isz > 0;
+    }
+    for (Py_ssize_t i = 0; ok && i < k; i++) {
+        int64_t r = idx[i];
+        if (r < 0 || r >= nsrc || off[r] < 0 || off[r + 1] < off[r] || off[r + 1] - off[r] != noff[i + 1] - noff[i] ||
+            (Py_ssize_t)((size_t)off[r + 1] * isz) > flat_b.len)
+            ok = 0;
+    }
+    if (ok && isz) {
+        const char *src = flat_b.buf;
+        char *dst = out_b.buf;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            int64_t r = idx[i];
+            memcpy(dst + (size_t)noff[i] * isz, src + (size_t)off[r] * isz, (size_t)(off[r + 1] - off[r]) * isz);
+        }
+    }
+    PyBuffer_Release(&flat_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&idx_b);
+    PyBuffer_Release(&out_b);
+    PyBuffer_Release(&noff_b);
+    return PyBool_FromLong(ok);
+}
 /* ---- end of profile building ---- */
 
 static PyMethodDef methods[] = {
@@ -1560,6 +1598,8 @@ static PyMethodDef methods[] = {
      "resolve_cache_forget_pid(cache, pid): the pid's maps changed."},
     {"resolve_round", py_resolve_round, METH_VARARGS,
      "resolve_round(cache, ip, cpumode, pid, cc, off, fids, kept, sid_cb, frames_cb) -> entries written."},
+    {"take_flat", py_take_flat, METH_VARARGS,
+     "take_flat(flat, off, idx, out, noff) -> bool: rows idx of a flat + offsets field into out."},
     {"collapse_new", py_collapse_new, METH_VARARGS, "collapse_new(nkeys) -> collapsing state."},
     {"collapse_add", py_collapse_add, METH_VARARGS,
      "collapse_add(state, keys, stack, off, period, count, time, first0): collapse one chunk."},

@@ -57,13 +57,19 @@ def _native_resolve():
     """The C helpers of the profile builder and the collapser (:mod:`pmuscope._native`),
     or None: not built, or ``PMUSCOPE_NATIVE_RESOLVE=0`` (the numpy path: the
     reference, tested against it)."""
+    global _NATIVE
     if os.environ.get("PMUSCOPE_NATIVE_RESOLVE", "1") == "0":
         return None
-    try:
-        from .. import _native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _native if hasattr(_native, "resolve_round") else None
+    if _NATIVE is None:
+        try:
+            from .. import _native  # type: ignore[attr-defined]
+        except ImportError:
+            _native = None
+        _NATIVE = _native if hasattr(_native, "resolve_round") else False
+    return _NATIVE or None
+
+
+_NATIVE: Any = None  # the module once imported (False: not there)
 
 
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -76,6 +82,23 @@ def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 def _take_flat(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``sel`` (bool mask or index array) of a flat + offsets field."""
+    nat = _native_resolve()
+    if nat is not None and flat.flags.c_contiguous and flat.ndim == 1:
+        sel = np.asarray(sel)
+        if sel.dtype == bool and sel.shape != (len(off) - 1,):
+            return _take_flat_np(flat, off, sel)  # numpy's error
+        idx = np.flatnonzero(sel) if sel.dtype == bool else sel.astype(np.int64, copy=False)
+        off = np.ascontiguousarray(off, dtype=np.int64)
+        noff = np.zeros(len(idx) + 1, dtype=np.int64)
+        if len(idx) and idx.min() >= 0 and idx.max() < len(off) - 1:
+            np.cumsum(off[idx + 1] - off[idx], out=noff[1:])
+        out = np.empty(int(noff[-1]), dtype=flat.dtype)
+        if nat.take_flat(flat, off, np.ascontiguousarray(idx), out, noff):
+            return out, noff
+    return _take_flat_np(flat, off, sel)
+
+
+def _take_flat_np(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
     counts = np.diff(off)[sel]
     starts = off[:-1][sel]
     noff = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -699,7 +722,15 @@ class ProfileBuilder:
             done = pend.cols["time"] <= np.uint64(max(limit, 0))
             if not done.all():
                 self._held = pend.take(~done)
-                pend = pend.take(done) if done.any() else None
+                if done.any():
+                    # the samples resolved now, in time order (below), in one take
+                    idx = np.flatnonzero(done)
+                    t = pend.cols["time"][idx]
+                    if len(t) > 1 and (t[1:] < t[:-1]).any():
+                        idx = idx[np.argsort(t, kind="stable")]
+                    pend = pend.take(idx)
+                else:
+                    pend = None
         if pend is None:
             for _, _, rec in ready:
                 self._apply(rec)
