@@ -186,3 +186,19 @@ def test_load_profile_without_native(monkeypatch):
     monkeypatch.setattr(model, "_native_resolve", lambda: None)  # no compiler: the numpy path
     b = load_profile(path, kernel_symbols=False)
     _same_profile(a, b)
+
+
+def test_chain_hash_multipliers_are_numpy_randoms_draw():
+    # kept as bytes so that a report need not import numpy.random; the same numbers
+    from pmuscope.profile import callchain
+
+    monkey = callchain._MULT
+    try:
+        callchain._MULT = None
+        want = np.random.default_rng(0x9E3779B97F4A7C15).integers(1, 1 << 63, size=256, dtype=np.uint64) * 2 + 1
+        got = callchain._multipliers(300)
+        assert got.dtype == np.uint64 and np.array_equal(got[:256], want)
+        more = np.random.default_rng(300).integers(1, 1 << 63, size=44, dtype=np.uint64) * 2 + 1
+        assert np.array_equal(got[256:], more)
+    finally:
+        callchain._MULT = monkey

@@ -70,6 +70,8 @@ def _native_resolve():
 
 
 _NATIVE: Any = None  # the module once imported (False: not there)
+#: tids ProfileBuilder._comm_arr holds (pid_max's default, 2^22, is above: those go by dict)
+_COMM_ARR_MAX = 1 << 21
 
 
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -401,8 +403,11 @@ class ProfileBuilder:
         self.comms: list[str] = []
         self._comm_ids: dict[str, int] = {}
         self._comm_of: dict[int, int] = {}  # tid -> comm id
+        #: _comm_of as an array by tid (-1: none) for tids below _COMM_ARR_MAX: a
+        #: round's comms in one lookup when every thread has one (see _set_comm)
+        self._comm_arr = np.full(1024, -1, dtype=np.int32)
         # perf names the idle task (pid/tid 0) "swapper" (machine__init)
-        self._comm_of[0] = self.comm_id("swapper")
+        self._set_comm(0, self.comm_id("swapper"))
         self._epoch: dict[int, int] = {}  # pid -> address-space generation
         self._kepoch = 0
         # frame caches: sorted keys -> frame ids. User addresses are keyed
@@ -544,7 +549,8 @@ class ProfileBuilder:
             # an exec does not empty the address space here: perf keeps the old
             # maps until the new image's MMAPs overlap them (a sample taken in
             # execve() still unwinds through the old libc)
-            c = self._comm_of[item.tid] = self.comm_id(item.comm)
+            c = self.comm_id(item.comm)
+            self._set_comm(item.tid, c)
             return None, (item.tid, c)
         if rtype == R.FORK:
             change = None
@@ -552,7 +558,7 @@ class ProfileBuilder:
             if parent is None:
                 parent = self._comm_of.get(item.ppid)
             if parent is not None:
-                self._comm_of[item.tid] = parent
+                self._set_comm(item.tid, parent)
                 change = (item.tid, parent)
             if item.pid != item.ppid:
                 self.maps.apply(item)
@@ -818,7 +824,23 @@ class ProfileBuilder:
                 return True
         return False
 
+    def _set_comm(self, tid: int, cid: int) -> None:
+        """Every change of ``_comm_of`` goes through here (and into ``_comm_arr``)."""
+        self._comm_of[tid] = cid
+        a = self._comm_arr
+        if 0 <= tid < _COMM_ARR_MAX:
+            if tid >= len(a):
+                a = np.concatenate((a, np.full(min(max(tid + 1, 2 * len(a)), _COMM_ARR_MAX) - len(a), -1,
+                                               dtype=np.int32)))
+                self._comm_arr = a
+            a[tid] = cid
+
     def _comms_now(self, tids: np.ndarray) -> np.ndarray:
+        a = self._comm_arr
+        if len(tids) and int(tids.min()) >= 0 and int(tids.max()) < len(a):
+            cid = a[tids]
+            if int(cid.min()) >= 0:  # every thread has a comm already
+                return cid
         return self._comms_from(tids, self._comm_of)
 
     def _comms_from(self, tids: np.ndarray, state: dict[int, int]) -> np.ndarray:
@@ -828,8 +850,10 @@ class ProfileBuilder:
             v = state.get(t)
             if v is None:  # perf names a thread it has no COMM for ":TID"
                 v = self.comm_id(f":{t}")
-                state[t] = v
-                self._comm_of.setdefault(t, v)
+                if state is not self._comm_of:
+                    state[t] = v
+                if t not in self._comm_of:
+                    self._set_comm(t, v)
             cid[i] = v
         return cid[tinv.reshape(-1)]
 
