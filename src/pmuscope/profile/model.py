@@ -1333,6 +1333,22 @@ def _background(fn):
     return result
 
 
+def _plain_path(pf) -> str | None:
+    """The path of the regular file an open :class:`~pmuscope.perfdata.PerfDataFile`
+    reads (so its data section is cut straight from the file, as for a path),
+    or None (a stream, bytes, the directory format, or the name no longer
+    naming that file)."""
+    f = getattr(pf, "_file", None)
+    name = getattr(f, "name", None)
+    if not isinstance(name, str) or getattr(pf, "_dir_files", None):
+        return None
+    try:
+        a, b = os.fstat(f.fileno()), os.stat(name)
+    except (OSError, ValueError):
+        return None
+    return name if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else None
+
+
 class _Opened:
     """A perf.data input opened for reading samples: the file (SPE data
     synthesized into samples), its decoded stream and a symbolizer."""
@@ -1358,6 +1374,8 @@ class _Opened:
                 symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
+            if path is None and pf is path_or_file:
+                path = _plain_path(pf)
             self.source = profile_source(pf, path)
             a = pf.features.get(Feature.ARCH)
             self.arch = str(a) if a else None
