@@ -859,7 +859,7 @@ static PyObject *py_store_loop(PyObject *self, PyObject *args) {
  *     chain 0), periods and counts (None: 1 each) summed, each row's first sample kept.
  * collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)
  *     bytearrays; rows in the order of their first sample.
- * take_flat(flat, off, idx, out, noff) -> bool
+ * take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None
  *     pmuscope.profile.model._take_flat's gather of whole rows (memcpy per row).
  */
 #include <stdlib.h>
@@ -1488,7 +1488,8 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
             row[nk] = ch;
         }
         uint64_t h = 0xC2B2AE3D27D4EB4FULL;
-        for (int k = 0; k < w; k++) h = rs_mix(h ^ (uint64_t)row[k]) + (uint64_t)k;
+        for (int k = 0; k < w; k++) h = (h ^ (uint64_t)row[k]) * 0x9E3779B97F4A7C15ULL + (h >> 31);
+        h = rs_mix(h);
         size_t nr = s->rhash.n;
         if (rs_tab_grow(&s->rtab, &s->rtab_cap, nr, s->rhash.a) < 0) goto done;
         size_t mask = s->rtab_cap - 1, j = h & mask;
@@ -1539,40 +1540,75 @@ static PyObject *py_collapse_result(PyObject *self, PyObject *cap) {
 #undef RS_BA
 }
 
-/* take_flat(flat, off, idx, out, noff) -> True, or False when the arguments do not fit
- * (the caller then takes the numpy path): rows idx of a flat + offsets field copied back to
- * back into out (noff: the new offsets, made by the caller); any item size. */
+/* take_flat(flat, off, sel, mask, itemsize) -> (out, noff) bytearrays, or None when the
+ * arguments do not fit (the caller then takes the numpy path): rows `sel` (a bool mask
+ * when `mask`, else int64 row numbers) of a flat + offsets field, back to back. */
 static PyObject *py_take_flat(PyObject *self, PyObject *args) {
-    Py_buffer flat_b, off_b, idx_b, out_b, noff_b;
-    if (!PyArg_ParseTuple(args, "y*y*y*w*y*", &flat_b, &off_b, &idx_b, &out_b, &noff_b)) return NULL;
-    const int64_t *off = off_b.buf, *idx = idx_b.buf, *noff = noff_b.buf;
-    Py_ssize_t nsrc = off_b.len / 8 - 1, k = idx_b.len / 8;
-    int ok = nsrc >= 0 && noff_b.len == (k + 1) * 8 && noff[0] == 0;
-    size_t isz = 0;
-    if (ok && noff[k] > 0) {
-        isz = (size_t)(out_b.len / noff[k]);
-        ok = (Py_ssize_t)isz * noff[k] == out_b.len && isz > 0;
-    }
-    for (Py_ssize_t i = 0; ok && i < k; i++) {
-        int64_t r = idx[i];
-        if (r < 0 || r >= nsrc || off[r] < 0 || off[r + 1] < off[r] || off[r + 1] - off[r] != noff[i + 1] - noff[i] ||
-            (Py_ssize_t)((size_t)off[r + 1] * isz) > flat_b.len)
-            ok = 0;
-    }
-    if (ok && isz) {
-        const char *src = flat_b.buf;
-        char *dst = out_b.buf;
-        for (Py_ssize_t i = 0; i < k; i++) {
-            int64_t r = idx[i];
-            memcpy(dst + (size_t)noff[i] * isz, src + (size_t)off[r] * isz, (size_t)(off[r + 1] - off[r]) * isz);
+    Py_buffer flat_b, off_b, sel_b;
+    int mask;
+    Py_ssize_t isz;
+    if (!PyArg_ParseTuple(args, "y*y*y*pn", &flat_b, &off_b, &sel_b, &mask, &isz)) return NULL;
+    PyObject *result = NULL, *out = NULL, *noff_o = NULL;
+    const int64_t *off = off_b.buf;
+    Py_ssize_t nsrc = off_b.len / 8 - 1, k = 0, nflat = isz > 0 ? flat_b.len / isz : -1;
+    const uint8_t *m = sel_b.buf;
+    const int64_t *idx = sel_b.buf;
+    int ok = nsrc >= 0 && isz > 0 && off_b.len % 8 == 0 && (mask ? sel_b.len == nsrc : sel_b.len % 8 == 0);
+    int64_t total = 0;
+    if (ok) {
+        Py_ssize_t n = mask ? nsrc : sel_b.len / 8;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            int64_t r;
+            if (mask) {
+                if (!m[i]) continue;
+                r = i;
+            } else {
+                r = idx[i];
+            }
+            if (r < 0 || r >= nsrc || off[r] < 0 || off[r + 1] < off[r] || off[r + 1] > nflat)
+                ok = 0;
+            else {
+                total += off[r + 1] - off[r];
+                k++;
+            }
         }
     }
+    if (!ok) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total * isz));
+    noff_o = PyByteArray_FromStringAndSize(NULL, (k + 1) * 8);
+    if (!out || !noff_o) goto done;
+    {
+        char *dst = PyByteArray_AS_STRING(out);
+        const char *src = flat_b.buf;
+        int64_t *noff = (int64_t *)PyByteArray_AS_STRING(noff_o);
+        Py_ssize_t n = mask ? nsrc : sel_b.len / 8, j = 0;
+        int64_t at = 0;
+        noff[0] = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t r;
+            if (mask) {
+                if (!m[i]) continue;
+                r = i;
+            } else {
+                r = idx[i];
+            }
+            int64_t len = off[r + 1] - off[r];
+            memcpy(dst + at * isz, src + off[r] * isz, (size_t)(len * isz));
+            at += len;
+            noff[++j] = at;
+        }
+    }
+    result = PyTuple_Pack(2, out, noff_o);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(noff_o);
     PyBuffer_Release(&flat_b);
     PyBuffer_Release(&off_b);
-    PyBuffer_Release(&idx_b);
-    PyBuffer_Release(&out_b);
-    PyBuffer_Release(&noff_b);
-    return PyBool_FromLong(ok);
+    PyBuffer_Release(&sel_b);
+    return result;
 }
 /* ---- end of profile building ---- */
 
@@ -1599,7 +1635,7 @@ static PyMethodDef methods[] = {
     {"resolve_round", py_resolve_round, METH_VARARGS,
      "resolve_round(cache, ip, cpumode, pid, cc, off, fids, kept, sid_cb, frames_cb) -> entries written."},
     {"take_flat", py_take_flat, METH_VARARGS,
-     "take_flat(flat, off, idx, out, noff) -> bool: rows idx of a flat + offsets field into out."},
+     "take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None: rows of a flat + offsets field."},
     {"collapse_new", py_collapse_new, METH_VARARGS, "collapse_new(nkeys) -> collapsing state."},
     {"collapse_add", py_collapse_add, METH_VARARGS,
      "collapse_add(state, keys, stack, off, period, count, time, first0): collapse one chunk."},

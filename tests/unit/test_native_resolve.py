@@ -202,3 +202,25 @@ def test_chain_hash_multipliers_are_numpy_randoms_draw():
         assert np.array_equal(got[256:], more)
     finally:
         callchain._MULT = monkey
+
+
+def test_take_flat_is_numpys(monkeypatch):
+    _path(monkeypatch, True)
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(0, 20))
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(rng.integers(0, 5, n), out=off[1:])
+        flat = rng.integers(0, 100, int(off[-1])).astype(rng.choice([np.int32, np.uint64, np.uint8]))
+        sels = [rng.random(n) < 0.5, rng.integers(0, n, int(rng.integers(0, 10))) if n else np.zeros(0, np.int64)]
+        for sel in sels:
+            a, b = model._take_flat(flat, off, sel), model._take_flat_np(flat, off, sel)
+            assert a[0].dtype == b[0].dtype and np.array_equal(a[0], b[0])
+            assert a[1].dtype == b[1].dtype and np.array_equal(a[1], b[1])
+    # what the C code does not take (a row out of range, a wrong mask) gets numpy's answer or error
+    off = np.array([0, 2, 3], np.int64)
+    flat = np.arange(3, dtype=np.uint64)
+    assert native.take_flat(flat, off, np.array([2], np.int64), False, 8) is None
+    with pytest.raises(IndexError):
+        model._take_flat(flat, off, np.array([True]))
+    assert np.array_equal(model._take_flat(flat, off, np.array([-1]))[0], [2])

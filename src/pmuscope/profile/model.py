@@ -85,18 +85,14 @@ def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
 def _take_flat(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``sel`` (bool mask or index array) of a flat + offsets field."""
     nat = _native_resolve()
-    if nat is not None and flat.flags.c_contiguous and flat.ndim == 1:
+    if nat is not None and flat.ndim == 1 and flat.flags.c_contiguous and off.dtype == np.int64 and \
+            off.flags.c_contiguous:
         sel = np.asarray(sel)
-        if sel.dtype == bool and sel.shape != (len(off) - 1,):
-            return _take_flat_np(flat, off, sel)  # numpy's error
-        idx = np.flatnonzero(sel) if sel.dtype == bool else sel.astype(np.int64, copy=False)
-        off = np.ascontiguousarray(off, dtype=np.int64)
-        noff = np.zeros(len(idx) + 1, dtype=np.int64)
-        if len(idx) and idx.min() >= 0 and idx.max() < len(off) - 1:
-            np.cumsum(off[idx + 1] - off[idx], out=noff[1:])
-        out = np.empty(int(noff[-1]), dtype=flat.dtype)
-        if nat.take_flat(flat, off, np.ascontiguousarray(idx), out, noff):
-            return out, noff
+        mask = sel.dtype == bool
+        if sel.ndim == 1 and (mask or sel.dtype == np.int64):
+            got = nat.take_flat(flat, off, np.ascontiguousarray(sel), mask, flat.itemsize)
+            if got is not None:
+                return np.frombuffer(got[0], dtype=flat.dtype), np.frombuffer(got[1], dtype=np.int64)
     return _take_flat_np(flat, off, sel)
 
 
