@@ -24,6 +24,10 @@
  *                                Counter.read() in one C call: read(2) of every (fd, size)
  *                                read unit, then a new `cls` instance (pmuscope.counting's
  *                                Counts) with its slots filled directly; see below.
+ *   resolve_round(...), collapse_add(...), take_flat(...)
+ *                                the profile builder's per-round call-chain walk and frame
+ *                                cache, the collapser's rows and chains (section "profile
+ *                                building" below; PMUSCOPE_NATIVE_RESOLVE=0: numpy path).
  *
  * The pure-Python implementations in pmuscope.observe and pmuscope.counting are the
  * reference; this module is optional and tested against them.
