@@ -224,3 +224,25 @@ def test_take_flat_is_numpys(monkeypatch):
     with pytest.raises(IndexError):
         model._take_flat(flat, off, np.array([True]))
     assert np.array_equal(model._take_flat(flat, off, np.array([-1]))[0], [2])
+
+
+def test_an_open_perf_data_file_is_read_straight_from_its_file(tmp_path):
+    # export hands iter_profile_chunks an open PerfDataFile: a plain file's data section
+    # is cut from the file as for a path; bytes, or a name now naming another file, are not
+    from pmuscope.perfdata import PerfDataFile
+
+    path = next(p for p in CORPUS if "perf-g-small" in p)
+    with PerfDataFile(path) as pf:
+        assert model._plain_path(pf) == path
+        a = join_chunks(list(iter_profile_chunks(pf, kernel_symbols=False, chunk_samples=64)))
+    _same_profile(a, load_profile(path, kernel_symbols=False))
+    with open(path, "rb") as f:
+        data = f.read()
+    with PerfDataFile(data) as pf:
+        assert model._plain_path(pf) is None
+    copy = tmp_path / "p.data"
+    copy.write_bytes(data)
+    with PerfDataFile(str(copy)) as pf:
+        copy.unlink()
+        copy.write_bytes(b"other")
+        assert model._plain_path(pf) is None

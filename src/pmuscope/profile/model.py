@@ -1370,7 +1370,7 @@ class _Opened:
                 symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
-            if path is None and pf is path_or_file:
+            if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
                 path = _plain_path(pf)
             self.source = profile_source(pf, path)
             a = pf.features.get(Feature.ARCH)
