@@ -1298,6 +1298,10 @@ static PyObject *py_resolve_round(PyObject *self, PyObject *args) {
         /* fid of miss index: reuse pids[] */
         for (size_t q = 0; q < k; q++) pids[idx[q]] = fidv.a[q];
         rs_map *tm = &c->tab[cat];
+        if (tm->n < k) { /* the callback must not clear the caches */
+            PyErr_SetString(PyExc_RuntimeError, "resolve_round: the frame cache was cleared during the round");
+            goto done;
+        }
         for (size_t q = 0; q < k; q++) tm->vals[rs_map_slot(tm, (uint64_t)ms->key.a[q])] = pids[q];
         for (size_t q = 0; q < ms->pos.n; q++) {
             int64_t at = ms->pos.a[q];
