@@ -27,6 +27,10 @@
  *   next_boundary, walk_records, sample_fields
  *                                perf.data record walking and fixed-layout sample fields, one
  *                                call per chunk (pmuscope.records.native; see that section).
+ *   resolve_round(...), collapse_add(...), take_flat(...)
+ *                                the profile builder's per-round call-chain walk and frame
+ *                                cache, the collapser's rows and chains (section "profile
+ *                                building" below; PMUSCOPE_NATIVE_RESOLVE=0: numpy path).
  *
  * The pure-Python implementations in pmuscope.observe and pmuscope.counting are the
  * reference; this module is optional and tested against them.
@@ -1452,6 +1456,789 @@ done:
 }
 
 /* ==== end of script_text ==== */
+/* ---- profile building: per-round call-chain walk and frame cache; collapsing --------------
+ *
+ * resolve_cache_new() -> capsule
+ *     The frame caches of one pmuscope.profile.model.ProfileBuilder, kept across rounds:
+ *     user addresses by (space id << 48) | ip, kernel addresses by ip, user "addresses"
+ *     >= 2^56 (junk a frame-pointer walk picked up) by ip; pid -> (space id, pid that
+ *     resolves for the space) for the pids whose maps did not change since.
+ * resolve_cache_clear(cache, what)   what: 0 user frames, 1 kernel frames, 2 junk, 3 pids
+ * resolve_cache_forget_pid(cache, pid)
+ * resolve_round(cache, ip, cpumode, pid, cc, off, fids, kept, sid_cb, frames_cb) -> entries
+ *     ProfileBuilder._resolve's walk and _frames_for's lookups in one pass: each sample's
+ *     leaf (ip in the cpumode's space) and its call-chain entries (PERF_CONTEXT_* markers
+ *     switch kernel/user and are dropped) get a frame id in `fids` (int32: the n leaves,
+ *     then every kept entry in order; `kept`: entries per sample). Unknown pids go to
+ *     sid_cb(sorted pids) -> [(sid, rep), ...] (ProfileBuilder._sid, ascending pid order as
+ *     the numpy path calls it); addresses seen for the first time go to
+ *     frames_cb(kind, pids bytes, ips bytes) -> int64 frame ids, one call per kind (0 user,
+ *     1 kernel, 2 junk) with the distinct keys sorted, then kind 3 for user addresses in
+ *     [2^48, 2^56) (never cached) in entry order: the numpy path's calls, in its order, so
+ *     frame ids come out the same.
+ * collapse_new(nkeys) -> capsule
+ * collapse_add(state, keys, stack, off, period, count, time, first0)
+ *     pmuscope.profile.collapse.Collapser.add: rows told apart by `nkeys` int64 key columns
+ *     (n x nkeys, row-major) and the interned call chain (stack int32 between off; None:
+ *     chain 0), periods and counts (None: 1 each) summed, each row's first sample kept.
+ * collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)
+ *     bytearrays; rows in the order of their first sample.
+ * take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None
+ *     pmuscope.profile.model._take_flat's gather of whole rows (memcpy per row).
+ */
+#include <stdlib.h>
+
+#define RS_EMPTY INT64_MIN
+#define RS_CTX_MAX 0xfffffffffffff001ULL /* (u64)-4095: PERF_CONTEXT_MAX */
+#define RS_CTX_HV 0xffffffffffffffe0ULL
+#define RS_CTX_KERNEL 0xffffffffffffff80ULL
+#define RS_CTX_GUEST_KERNEL 0xfffffffffffff780ULL
+#define RS_USER_TOP (1ULL << 48)
+#define RS_JUNK (1ULL << 56)
+
+static inline uint64_t rs_mix(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* u64 -> i64 open-addressing map (RS_EMPTY: free slot) */
+typedef struct {
+    uint64_t *keys;
+    int64_t *vals;
+    size_t cap, n;
+} rs_map;
+
+static void rs_map_free(rs_map *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+static int rs_map_alloc(rs_map *m, size_t cap) {
+    m->keys = malloc(cap * sizeof(uint64_t));
+    m->vals = malloc(cap * sizeof(int64_t));
+    if (!m->keys || !m->vals) {
+        free(m->keys);
+        free(m->vals);
+        m->keys = NULL;
+        m->vals = NULL;
+        m->cap = m->n = 0;
+        return -1;
+    }
+    for (size_t i = 0; i < cap; i++) m->vals[i] = RS_EMPTY;
+    m->cap = cap;
+    m->n = 0;
+    return 0;
+}
+
+static inline size_t rs_map_slot(const rs_map *m, uint64_t key) {
+    size_t mask = m->cap - 1, i = rs_mix(key) & mask;
+    while (m->vals[i] != RS_EMPTY && m->keys[i] != key) i = (i + 1) & mask;
+    return i;
+}
+
+/* room for one more key */
+static int rs_map_reserve(rs_map *m) {
+    if ((m->n + 1) * 2 <= m->cap) return 0;
+    rs_map old = *m;
+    if (rs_map_alloc(m, old.cap ? old.cap * 2 : 1024) < 0) {
+        *m = old;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.vals[i] != RS_EMPTY) {
+            size_t j = rs_map_slot(m, old.keys[i]);
+            m->keys[j] = old.keys[i];
+            m->vals[j] = old.vals[i];
+            m->n++;
+        }
+    free(old.keys);
+    free(old.vals);
+    return 0;
+}
+
+static inline int64_t rs_map_get(const rs_map *m, uint64_t key) {
+    return m->cap ? m->vals[rs_map_slot(m, key)] : RS_EMPTY;
+}
+
+static int rs_map_put(rs_map *m, uint64_t key, int64_t val) {
+    if (rs_map_reserve(m) < 0) return -1;
+    size_t i = rs_map_slot(m, key);
+    if (m->vals[i] == RS_EMPTY) {
+        m->keys[i] = key;
+        m->n++;
+    }
+    m->vals[i] = val;
+    return 0;
+}
+
+static void rs_map_clear(rs_map *m) {
+    /* a big table is given back rather than wiped */
+    if (m->cap > 4096) {
+        rs_map_free(m);
+        return;
+    }
+    for (size_t i = 0; i < m->cap; i++) m->vals[i] = RS_EMPTY;
+    m->n = 0;
+}
+
+/* growable int64 vector */
+typedef struct {
+    int64_t *a;
+    size_t n, cap;
+} rs_vec;
+
+static int rs_vec_room(rs_vec *v, size_t more) {
+    if (v->n + more <= v->cap) return 0;
+    size_t cap = v->cap ? v->cap : 256;
+    while (cap < v->n + more) cap *= 2;
+    int64_t *a = realloc(v->a, cap * sizeof(int64_t));
+    if (!a) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->a = a;
+    v->cap = cap;
+    return 0;
+}
+
+static inline int rs_vec_push(rs_vec *v, int64_t x) {
+    if (v->n == v->cap && rs_vec_room(v, 1) < 0) return -1;
+    v->a[v->n++] = x;
+    return 0;
+}
+
+static void rs_vec_free(rs_vec *v) {
+    free(v->a);
+    memset(v, 0, sizeof *v);
+}
+
+typedef struct {
+    rs_map tab[3]; /* 0 user (sid << 48 | ip), 1 kernel ip, 2 junk ip */
+    rs_map pids;   /* pid -> index into sid / rep */
+    rs_vec sid, rep;
+} rs_cache;
+
+static void rs_cache_destroy(PyObject *cap) {
+    rs_cache *c = PyCapsule_GetPointer(cap, "pmuscope.resolve_cache");
+    if (!c) return;
+    for (int k = 0; k < 3; k++) rs_map_free(&c->tab[k]);
+    rs_map_free(&c->pids);
+    rs_vec_free(&c->sid);
+    rs_vec_free(&c->rep);
+    free(c);
+}
+
+static PyObject *py_resolve_cache_new(PyObject *self, PyObject *noargs) {
+    rs_cache *c = calloc(1, sizeof *c);
+    if (!c) return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(c, "pmuscope.resolve_cache", rs_cache_destroy);
+    if (!cap) free(c);
+    return cap;
+}
+
+static rs_cache *rs_cache_of(PyObject *cap) {
+    return PyCapsule_GetPointer(cap, "pmuscope.resolve_cache");
+}
+
+static void rs_cache_clear_pids(rs_cache *c) {
+    rs_map_clear(&c->pids);
+    c->sid.n = c->rep.n = 0;
+}
+
+static PyObject *py_resolve_cache_clear(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    int what;
+    if (!PyArg_ParseTuple(args, "Oi", &cap, &what)) return NULL;
+    rs_cache *c = rs_cache_of(cap);
+    if (!c) return NULL;
+    if (what >= 0 && what < 3)
+        rs_map_clear(&c->tab[what]);
+    else
+        rs_cache_clear_pids(c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_resolve_cache_forget_pid(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    long long pid;
+    if (!PyArg_ParseTuple(args, "OL", &cap, &pid)) return NULL;
+    rs_cache *c = rs_cache_of(cap);
+    if (!c) return NULL;
+    /* open addressing: no deletion; mark the pid's entry stale (sid -1) */
+    int64_t at = rs_map_get(&c->pids, (uint64_t)pid);
+    if (at != RS_EMPTY) c->sid.a[at] = -1;
+    Py_RETURN_NONE;
+}
+
+static inline int rs_is_kernel_ctx(uint64_t v) {
+    return v == RS_CTX_KERNEL || v == RS_CTX_GUEST_KERNEL || v == RS_CTX_HV;
+}
+
+/* cpumodes whose ip is a kernel address (KERNEL=1, HYPERVISOR=3, GUEST_KERNEL=4) */
+static const uint8_t rs_kernel_mode[8] = {0, 1, 0, 1, 1, 0, 0, 0};
+
+typedef struct {
+    rs_vec key, pid;   /* per distinct missing key */
+    rs_vec pos;        /* entries waiting for it (fids holds the miss index meanwhile) */
+} rs_miss;
+
+typedef struct {
+    rs_cache *c;
+    int32_t *fids;
+    rs_miss miss[3];
+    rs_vec odd_pos, odd_pid, odd_ip;
+} rs_round;
+
+/* the frame of one entry, or a note that it waits for one */
+static inline int rs_entry(rs_round *r, Py_ssize_t pos, uint64_t v, int kern, int64_t pid, int64_t pidx) {
+    int cat;
+    uint64_t key;
+    int64_t rep = -1;
+    if (kern) {
+        cat = 1;
+        key = v;
+        rep = pid;
+    } else if (v >= RS_JUNK) {
+        cat = 2;
+        key = v;
+    } else if (v >= RS_USER_TOP) {
+        r->fids[pos] = 0;
+        if (rs_vec_push(&r->odd_pos, pos) < 0 || rs_vec_push(&r->odd_pid, pid) < 0 ||
+            rs_vec_push(&r->odd_ip, (int64_t)v) < 0)
+            return -1;
+        return 0;
+    } else {
+        if (pidx < 0 || r->c->sid.a[pidx] < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "resolve_round: a pid without a space id");
+            return -1;
+        }
+        cat = 0;
+        key = ((uint64_t)r->c->sid.a[pidx] << 48) | v;
+        rep = r->c->rep.a[pidx];
+    }
+    rs_map *m = &r->c->tab[cat];
+    if (rs_map_reserve(m) < 0) return -1;
+    size_t s = rs_map_slot(m, key);
+    int64_t val = m->vals[s];
+    if (val >= 0) {
+        r->fids[pos] = (int32_t)val;
+        return 0;
+    }
+    rs_miss *ms = &r->miss[cat];
+    int64_t midx;
+    if (val == RS_EMPTY) {
+        midx = (int64_t)ms->key.n;
+        m->keys[s] = key;
+        m->vals[s] = -1 - midx;
+        m->n++;
+        if (rs_vec_push(&ms->key, (int64_t)key) < 0 || rs_vec_push(&ms->pid, rep) < 0) return -1;
+    } else {
+        midx = -1 - val;
+    }
+    r->fids[pos] = (int32_t)midx;
+    return rs_vec_push(&ms->pos, pos);
+}
+
+static const int64_t *rs_sort_keys;
+static int rs_cmp_idx(const void *a, const void *b) {
+    uint64_t x = (uint64_t)rs_sort_keys[*(const int64_t *)a], y = (uint64_t)rs_sort_keys[*(const int64_t *)b];
+    return x < y ? -1 : x > y;
+}
+static int rs_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* frames_cb(kind, pids, ips) -> m frame ids into out */
+static int rs_call_frames(PyObject *cb, int kind, const int64_t *pids, const int64_t *ips, size_t m, int64_t *out) {
+    PyObject *pb = PyBytes_FromStringAndSize((const char *)pids, (Py_ssize_t)(m * 8));
+    PyObject *ib = PyBytes_FromStringAndSize((const char *)ips, (Py_ssize_t)(m * 8));
+    PyObject *res = NULL;
+    int ok = -1;
+    if (pb && ib) res = PyObject_CallFunction(cb, "iOO", kind, pb, ib);
+    Py_XDECREF(pb);
+    Py_XDECREF(ib);
+    if (!res) return -1;
+    Py_buffer b;
+    if (PyObject_GetBuffer(res, &b, PyBUF_C_CONTIGUOUS) == 0) {
+        if ((size_t)b.len == m * 8 && b.itemsize == 8) {
+            memcpy(out, b.buf, m * 8);
+            ok = 0;
+        } else {
+            PyErr_SetString(PyExc_ValueError, "resolve_round: frames_cb must return one int64 id per address");
+        }
+        PyBuffer_Release(&b);
+    }
+    Py_DECREF(res);
+    return ok;
+}
+
+static PyObject *py_resolve_round(PyObject *self, PyObject *args) {
+    PyObject *cap, *sid_cb, *frames_cb;
+    Py_buffer ip_b, mode_b, pid_b, cc_b, off_b, fid_b, kept_b;
+    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*w*w*OO", &cap, &ip_b, &mode_b, &pid_b, &cc_b, &off_b, &fid_b, &kept_b,
+                          &sid_cb, &frames_cb))
+        return NULL;
+    PyObject *result = NULL;
+    rs_round r;
+    memset(&r, 0, sizeof r);
+    rs_map seen;
+    memset(&seen, 0, sizeof seen);
+    rs_vec newp = {0}, fidv = {0}, order = {0};
+    int dirty = 0; /* provisional entries in the tables */
+    rs_cache *c = rs_cache_of(cap);
+    if (!c) goto done;
+    r.c = c;
+    Py_ssize_t n = ip_b.len / 8, m = cc_b.len / 8;
+    const uint64_t *ip = ip_b.buf, *cc = cc_b.buf;
+    const uint8_t *mode = mode_b.buf;
+    const int64_t *pid = pid_b.buf, *off = off_b.buf;
+    int64_t *kept = kept_b.buf;
+    r.fids = fid_b.buf;
+    int ok = mode_b.len == n && pid_b.len == n * 8 && off_b.len == (n + 1) * 8 && kept_b.len == n * 8 &&
+             fid_b.len >= (n + m) * 4 && off[0] >= 0 && off[n] <= m;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        if (off[i + 1] < off[i]) ok = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "resolve_round: inconsistent arguments");
+        goto done;
+    }
+    /* pass 1: pids with cached user entries whose space id is not known here, ascending */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t p = pid[i];
+        int64_t at = rs_map_get(&c->pids, (uint64_t)p);
+        if (at != RS_EMPTY && c->sid.a[at] >= 0) continue;
+        if (rs_map_get(&seen, (uint64_t)p) != RS_EMPTY) continue;
+        int ctx = rs_kernel_mode[mode[i] & 7];
+        int need = !ctx && ip[i] < RS_USER_TOP;
+        for (int64_t j = off[i]; !need && j < off[i + 1]; j++) {
+            uint64_t v = cc[j];
+            if (v >= RS_CTX_MAX)
+                ctx = rs_is_kernel_ctx(v);
+            else if (!ctx && v < RS_USER_TOP)
+                need = 1;
+        }
+        if (need && (rs_map_put(&seen, (uint64_t)p, 0) < 0 || rs_vec_push(&newp, p) < 0)) goto done;
+    }
+    if (newp.n) {
+        qsort(newp.a, newp.n, sizeof(int64_t), rs_cmp_i64);
+        PyObject *lst = PyList_New((Py_ssize_t)newp.n);
+        if (!lst) goto done;
+        for (size_t k = 0; k < newp.n; k++) {
+            PyObject *v = PyLong_FromLongLong(newp.a[k]);
+            if (!v) {
+                Py_DECREF(lst);
+                goto done;
+            }
+            PyList_SET_ITEM(lst, (Py_ssize_t)k, v);
+        }
+        PyObject *res = PyObject_CallOneArg(sid_cb, lst);
+        Py_DECREF(lst);
+        if (!res) goto done;
+        PyObject *seq = PySequence_Fast(res, "resolve_round: sid_cb must return a sequence");
+        Py_DECREF(res);
+        if (!seq) goto done;
+        if ((size_t)PySequence_Fast_GET_SIZE(seq) != newp.n) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "resolve_round: sid_cb must return one (sid, rep) per pid");
+            goto done;
+        }
+        for (size_t k = 0; k < newp.n; k++) {
+            long long sid, rep;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)k), "LL", &sid, &rep)) {
+                Py_DECREF(seq);
+                goto done;
+            }
+            if (sid < 0 || sid >= (1LL << 16)) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "resolve_round: space id out of range");
+                goto done;
+            }
+            int64_t at = rs_map_get(&c->pids, (uint64_t)newp.a[k]);
+            if (at != RS_EMPTY) {
+                c->sid.a[at] = sid;
+                c->rep.a[at] = rep;
+            } else if (rs_map_put(&c->pids, (uint64_t)newp.a[k], (int64_t)c->sid.n) < 0 ||
+                       rs_vec_push(&c->sid, sid) < 0 || rs_vec_push(&c->rep, rep) < 0) {
+                Py_DECREF(seq);
+                goto done;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    /* pass 2: leaves, then the call-chain entries, in the numpy path's row order */
+    dirty = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int kern = rs_kernel_mode[mode[i] & 7];
+        int64_t pidx = -1;
+        uint64_t v = ip[i];
+        if (!kern && v < RS_USER_TOP) pidx = rs_map_get(&c->pids, (uint64_t)pid[i]);
+        if (rs_entry(&r, i, v, kern, pid[i], pidx) < 0) goto done;
+    }
+    Py_ssize_t pos = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int ctx = rs_kernel_mode[mode[i] & 7];
+        int64_t pidx = -2;
+        Py_ssize_t start = pos;
+        for (int64_t j = off[i]; j < off[i + 1]; j++) {
+            uint64_t v = cc[j];
+            if (v >= RS_CTX_MAX) {
+                ctx = rs_is_kernel_ctx(v);
+                continue;
+            }
+            if (!ctx && v < RS_USER_TOP && pidx == -2) pidx = rs_map_get(&c->pids, (uint64_t)pid[i]);
+            if (rs_entry(&r, pos, v, ctx, pid[i], pidx) < 0) goto done;
+            pos++;
+        }
+        kept[i] = pos - start;
+    }
+    /* new frames: user, kernel, junk (distinct keys, sorted), then the uncached ones */
+    for (int cat = 0; cat < 3; cat++) {
+        rs_miss *ms = &r.miss[cat];
+        size_t k = ms->key.n;
+        if (!k) continue;
+        order.n = fidv.n = 0;
+        if (rs_vec_room(&order, 3 * k) < 0 || rs_vec_room(&fidv, k) < 0) goto done;
+        int64_t *idx = order.a, *pids = order.a + k, *ips = order.a + 2 * k;
+        for (size_t q = 0; q < k; q++) idx[q] = (int64_t)q;
+        rs_sort_keys = ms->key.a;
+        qsort(idx, k, sizeof(int64_t), rs_cmp_idx);
+        for (size_t q = 0; q < k; q++) {
+            uint64_t key = (uint64_t)ms->key.a[idx[q]];
+            pids[q] = cat == 2 ? -1 : ms->pid.a[idx[q]];
+            ips[q] = (int64_t)(cat == 0 ? key & (RS_USER_TOP - 1) : key);
+        }
+        if (rs_call_frames(frames_cb, cat, pids, ips, k, fidv.a) < 0) goto done;
+        /* fid of miss index: reuse pids[] */
+        for (size_t q = 0; q < k; q++) pids[idx[q]] = fidv.a[q];
+        rs_map *tm = &c->tab[cat];
+        if (tm->n < k) { /* the callback must not clear the caches */
+            PyErr_SetString(PyExc_RuntimeError, "resolve_round: the frame cache was cleared during the round");
+            goto done;
+        }
+        for (size_t q = 0; q < k; q++) tm->vals[rs_map_slot(tm, (uint64_t)ms->key.a[q])] = pids[q];
+        for (size_t q = 0; q < ms->pos.n; q++) {
+            int64_t at = ms->pos.a[q];
+            r.fids[at] = (int32_t)pids[r.fids[at]];
+        }
+    }
+    dirty = 0;
+    if (r.odd_pos.n) {
+        size_t k = r.odd_pos.n;
+        fidv.n = 0;
+        if (rs_vec_room(&fidv, k) < 0) goto done;
+        if (rs_call_frames(frames_cb, 3, r.odd_pid.a, r.odd_ip.a, k, fidv.a) < 0) goto done;
+        for (size_t q = 0; q < k; q++) r.fids[r.odd_pos.a[q]] = (int32_t)fidv.a[q];
+    }
+    result = PyLong_FromSsize_t(pos);
+done:
+    if (dirty && c) /* provisional entries left: start the frame caches over (the build failed) */
+        for (int k = 0; k < 3; k++) rs_map_clear(&c->tab[k]);
+    for (int k = 0; k < 3; k++) {
+        rs_vec_free(&r.miss[k].key);
+        rs_vec_free(&r.miss[k].pid);
+        rs_vec_free(&r.miss[k].pos);
+    }
+    rs_vec_free(&r.odd_pos);
+    rs_vec_free(&r.odd_pid);
+    rs_vec_free(&r.odd_ip);
+    rs_vec_free(&newp);
+    rs_vec_free(&fidv);
+    rs_vec_free(&order);
+    rs_map_free(&seen);
+    PyBuffer_Release(&ip_b);
+    PyBuffer_Release(&mode_b);
+    PyBuffer_Release(&pid_b);
+    PyBuffer_Release(&cc_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&fid_b);
+    PyBuffer_Release(&kept_b);
+    return result;
+}
+
+/* -- collapsing -- */
+typedef struct {
+    int nk;
+    /* chains: frames back to back; table of hash -> chain index */
+    int32_t *cfr;
+    size_t cfr_n, cfr_cap;
+    rs_vec coff;   /* nchains + 1 */
+    rs_vec chash;  /* per chain */
+    int64_t *ctab; /* slots: chain index or -1 */
+    size_t ctab_cap;
+    /* rows */
+    rs_vec rkeys; /* (nk + 1) per row */
+    rs_vec rhash, period, count, first, time;
+    int64_t *rtab;
+    size_t rtab_cap;
+} rs_coll;
+
+static void rs_coll_destroy(PyObject *cap) {
+    rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
+    if (!s) return;
+    free(s->cfr);
+    free(s->ctab);
+    free(s->rtab);
+    rs_vec_free(&s->coff);
+    rs_vec_free(&s->chash);
+    rs_vec_free(&s->rkeys);
+    rs_vec_free(&s->rhash);
+    rs_vec_free(&s->period);
+    rs_vec_free(&s->count);
+    rs_vec_free(&s->first);
+    rs_vec_free(&s->time);
+    free(s);
+}
+
+static PyObject *py_collapse_new(PyObject *self, PyObject *args) {
+    int nk;
+    if (!PyArg_ParseTuple(args, "i", &nk)) return NULL;
+    if (nk < 0 || nk > 64) {
+        PyErr_SetString(PyExc_ValueError, "collapse_new: 0..64 key columns");
+        return NULL;
+    }
+    rs_coll *s = calloc(1, sizeof *s);
+    if (!s) return PyErr_NoMemory();
+    s->nk = nk;
+    if (rs_vec_push(&s->coff, 0) < 0) {
+        free(s);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(s, "pmuscope.collapse", rs_coll_destroy);
+    if (!cap) {
+        free(s->coff.a);
+        free(s);
+    }
+    return cap;
+}
+
+/* slots of `tab` (cap a power of two) hold indexes into hashes[]; grow to keep load <= 1/2 */
+static int rs_tab_grow(int64_t **tab, size_t *cap, size_t n, const int64_t *hashes) {
+    if ((n + 1) * 2 <= *cap) return 0;
+    size_t nc = *cap ? *cap * 2 : 1024;
+    int64_t *t = malloc(nc * sizeof(int64_t));
+    if (!t) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < nc; i++) t[i] = -1;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (size_t)hashes[k] & (nc - 1);
+        while (t[i] >= 0) i = (i + 1) & (nc - 1);
+        t[i] = (int64_t)k;
+    }
+    free(*tab);
+    *tab = t;
+    *cap = nc;
+    return 0;
+}
+
+static int64_t rs_intern_chain(rs_coll *s, const int32_t *fr, int64_t len) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)len;
+    for (int64_t j = 0; j < len; j++) h = (h ^ (uint32_t)fr[j]) * 0x100000001b3ULL + (h >> 29);
+    h = rs_mix(h);
+    size_t nch = s->chash.n;
+    if (rs_tab_grow(&s->ctab, &s->ctab_cap, nch, s->chash.a) < 0) return -1;
+    size_t mask = s->ctab_cap - 1, i = h & mask;
+    for (;;) {
+        int64_t k = s->ctab[i];
+        if (k < 0) break;
+        if ((uint64_t)s->chash.a[k] == h) {
+            int64_t a = s->coff.a[k], b = s->coff.a[k + 1];
+            if (b - a == len && memcmp(s->cfr + a, fr, (size_t)len * 4) == 0) return k;
+        }
+        i = (i + 1) & mask;
+    }
+    if (s->cfr_n + (size_t)len > s->cfr_cap) {
+        size_t nc = s->cfr_cap ? s->cfr_cap : 4096;
+        while (nc < s->cfr_n + (size_t)len) nc *= 2;
+        int32_t *a = realloc(s->cfr, nc * 4);
+        if (!a) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->cfr = a;
+        s->cfr_cap = nc;
+    }
+    memcpy(s->cfr + s->cfr_n, fr, (size_t)len * 4);
+    s->cfr_n += (size_t)len;
+    if (rs_vec_push(&s->coff, (int64_t)s->cfr_n) < 0 || rs_vec_push(&s->chash, (int64_t)h) < 0) return -1;
+    s->ctab[i] = (int64_t)nch;
+    return (int64_t)nch;
+}
+
+static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
+    PyObject *cap, *stack_o, *count_o;
+    Py_buffer keys_b, off_b, period_b, time_b, stack_b = {0}, count_b = {0};
+    long long first0;
+    if (!PyArg_ParseTuple(args, "Oy*Oy*y*Oy*L", &cap, &keys_b, &stack_o, &off_b, &period_b, &count_o, &time_b,
+                          &first0))
+        return NULL;
+    PyObject *result = NULL;
+    int have_stack = 0, have_count = 0;
+    rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
+    if (!s) goto done;
+    if (stack_o != Py_None) {
+        if (PyObject_GetBuffer(stack_o, &stack_b, PyBUF_C_CONTIGUOUS) < 0) goto done;
+        have_stack = 1;
+    }
+    if (count_o != Py_None) {
+        if (PyObject_GetBuffer(count_o, &count_b, PyBUF_C_CONTIGUOUS) < 0) goto done;
+        have_count = 1;
+    }
+    int nk = s->nk, w = nk + 1;
+    Py_ssize_t n = period_b.len / 8;
+    const int64_t *keys = keys_b.buf, *off = off_b.buf, *count = have_count ? count_b.buf : NULL;
+    const uint64_t *period = period_b.buf, *time = time_b.buf;
+    const int32_t *stack = have_stack ? stack_b.buf : NULL;
+    Py_ssize_t m = have_stack ? stack_b.len / 4 : 0;
+    int ok = keys_b.len == n * nk * 8 && time_b.len == n * 8 && (!have_count || count_b.len == n * 8) &&
+             (!have_stack || (off_b.len == (n + 1) * 8 && off[0] >= 0 && off[n] <= m));
+    for (Py_ssize_t i = 0; ok && have_stack && i < n; i++)
+        if (off[i + 1] < off[i]) ok = 0;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "collapse_add: inconsistent arguments");
+        goto done;
+    }
+    int64_t row[65];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        memcpy(row, keys + i * nk, (size_t)nk * 8);
+        row[nk] = 0;
+        if (have_stack) {
+            int64_t ch = rs_intern_chain(s, stack + off[i], off[i + 1] - off[i]);
+            if (ch < 0) goto done;
+            row[nk] = ch;
+        }
+        uint64_t h = 0xC2B2AE3D27D4EB4FULL;
+        for (int k = 0; k < w; k++) h = (h ^ (uint64_t)row[k]) * 0x9E3779B97F4A7C15ULL + (h >> 31);
+        h = rs_mix(h);
+        size_t nr = s->rhash.n;
+        if (rs_tab_grow(&s->rtab, &s->rtab_cap, nr, s->rhash.a) < 0) goto done;
+        size_t mask = s->rtab_cap - 1, j = h & mask;
+        int64_t found = -1;
+        for (;;) {
+            int64_t k = s->rtab[j];
+            if (k < 0) break;
+            if ((uint64_t)s->rhash.a[k] == h && memcmp(s->rkeys.a + k * w, row, (size_t)w * 8) == 0) {
+                found = k;
+                break;
+            }
+            j = (j + 1) & mask;
+        }
+        int64_t cnt = count ? count[i] : 1;
+        if (found >= 0) {
+            s->period.a[found] = (int64_t)((uint64_t)s->period.a[found] + period[i]);
+            s->count.a[found] += cnt;
+            continue;
+        }
+        if (rs_vec_room(&s->rkeys, (size_t)w) < 0) goto done;
+        memcpy(s->rkeys.a + s->rkeys.n, row, (size_t)w * 8);
+        s->rkeys.n += (size_t)w;
+        if (rs_vec_push(&s->rhash, (int64_t)h) < 0 || rs_vec_push(&s->period, (int64_t)period[i]) < 0 ||
+            rs_vec_push(&s->count, cnt) < 0 || rs_vec_push(&s->first, first0 + i) < 0 ||
+            rs_vec_push(&s->time, (int64_t)time[i]) < 0)
+            goto done;
+        s->rtab[j] = (int64_t)nr;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (have_stack) PyBuffer_Release(&stack_b);
+    if (have_count) PyBuffer_Release(&count_b);
+    PyBuffer_Release(&keys_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&period_b);
+    PyBuffer_Release(&time_b);
+    return result;
+}
+
+static PyObject *py_collapse_result(PyObject *self, PyObject *cap) {
+    rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
+    if (!s) return NULL;
+#define RS_BA(p, nbytes) PyByteArray_FromStringAndSize((const char *)(p), (Py_ssize_t)(nbytes))
+    return Py_BuildValue("(NNNNNNN)", RS_BA(s->rkeys.a, s->rkeys.n * 8), RS_BA(s->period.a, s->period.n * 8),
+                         RS_BA(s->count.a, s->count.n * 8), RS_BA(s->first.a, s->first.n * 8),
+                         RS_BA(s->time.a, s->time.n * 8), RS_BA(s->cfr, s->cfr_n * 4),
+                         RS_BA(s->coff.a, s->coff.n * 8));
+#undef RS_BA
+}
+
+/* take_flat(flat, off, sel, mask, itemsize) -> (out, noff) bytearrays, or None when the
+ * arguments do not fit (the caller then takes the numpy path): rows `sel` (a bool mask
+ * when `mask`, else int64 row numbers) of a flat + offsets field, back to back. */
+static PyObject *py_take_flat(PyObject *self, PyObject *args) {
+    Py_buffer flat_b, off_b, sel_b;
+    int mask;
+    Py_ssize_t isz;
+    if (!PyArg_ParseTuple(args, "y*y*y*pn", &flat_b, &off_b, &sel_b, &mask, &isz)) return NULL;
+    PyObject *result = NULL, *out = NULL, *noff_o = NULL;
+    const int64_t *off = off_b.buf;
+    Py_ssize_t nsrc = off_b.len / 8 - 1, k = 0, nflat = isz > 0 ? flat_b.len / isz : -1;
+    const uint8_t *m = sel_b.buf;
+    const int64_t *idx = sel_b.buf;
+    int ok = nsrc >= 0 && isz > 0 && off_b.len % 8 == 0 && (mask ? sel_b.len == nsrc : sel_b.len % 8 == 0);
+    int64_t total = 0;
+    if (ok) {
+        Py_ssize_t n = mask ? nsrc : sel_b.len / 8;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            int64_t r;
+            if (mask) {
+                if (!m[i]) continue;
+                r = i;
+            } else {
+                r = idx[i];
+            }
+            if (r < 0 || r >= nsrc || off[r] < 0 || off[r + 1] < off[r] || off[r + 1] > nflat)
+                ok = 0;
+            else {
+                total += off[r + 1] - off[r];
+                k++;
+            }
+        }
+    }
+    if (!ok) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total * isz));
+    noff_o = PyByteArray_FromStringAndSize(NULL, (k + 1) * 8);
+    if (!out || !noff_o) goto done;
+    {
+        char *dst = PyByteArray_AS_STRING(out);
+        const char *src = flat_b.buf;
+        int64_t *noff = (int64_t *)PyByteArray_AS_STRING(noff_o);
+        Py_ssize_t n = mask ? nsrc : sel_b.len / 8, j = 0;
+        int64_t at = 0;
+        noff[0] = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t r;
+            if (mask) {
+                if (!m[i]) continue;
+                r = i;
+            } else {
+                r = idx[i];
+            }
+            int64_t len = off[r + 1] - off[r];
+            memcpy(dst + at * isz, src + off[r] * isz, (size_t)(len * isz));
+            at += len;
+            noff[++j] = at;
+        }
+    }
+    result = PyTuple_Pack(2, out, noff_o);
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(noff_o);
+    PyBuffer_Release(&flat_b);
+    PyBuffer_Release(&off_b);
+    PyBuffer_Release(&sel_b);
+    return result;
+}
+/* ---- end of profile building ---- */
 
 static PyMethodDef methods[] = {
     {"store_loop", py_store_loop, METH_VARARGS,
@@ -1479,6 +2266,20 @@ static PyMethodDef methods[] = {
      "script_text(flags, comm_texts, event_texts, frame_blob, frame_off, comm, pid, tid, cpu, time, period, "
      "event, leaf, stack, stack_offsets, lo, hi[, into]) -> bytes, length written into `into`, or None: "
      "perf script text of samples lo..hi-1."},
+    {"resolve_cache_new", py_resolve_cache_new, METH_NOARGS, "resolve_cache_new() -> the frame caches of a profile builder."},
+    {"resolve_cache_clear", py_resolve_cache_clear, METH_VARARGS,
+     "resolve_cache_clear(cache, what): forget user (0), kernel (1), junk (2) frames or the pids' space ids (3)."},
+    {"resolve_cache_forget_pid", py_resolve_cache_forget_pid, METH_VARARGS,
+     "resolve_cache_forget_pid(cache, pid): the pid's maps changed."},
+    {"resolve_round", py_resolve_round, METH_VARARGS,
+     "resolve_round(cache, ip, cpumode, pid, cc, off, fids, kept, sid_cb, frames_cb) -> entries written."},
+    {"take_flat", py_take_flat, METH_VARARGS,
+     "take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None: rows of a flat + offsets field."},
+    {"collapse_new", py_collapse_new, METH_VARARGS, "collapse_new(nkeys) -> collapsing state."},
+    {"collapse_add", py_collapse_add, METH_VARARGS,
+     "collapse_add(state, keys, stack, off, period, count, time, first0): collapse one chunk."},
+    {"collapse_result", py_collapse_result, METH_O,
+     "collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};

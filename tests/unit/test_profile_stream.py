@@ -62,9 +62,11 @@ def _whole(path, **kw):
         return None, str(err)
 
 
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "numpy"])
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
 @pytest.mark.parametrize("size", [1, 7, 4096])
-def test_chunks_joined_are_the_whole_profile(path, size):
+def test_chunks_joined_are_the_whole_profile(path, size, native, monkeypatch):
+    monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)  # the C walk and frame cache, or numpy's
     whole, err = _whole(path, keep_raw=True)
     if err is not None:
         with pytest.raises(PmuscopeError) as exc:
@@ -318,9 +320,11 @@ def test_rounds_resolved_together_print_the_same_text(path, args, rounds, capsys
     assert together == one_by_one == ref
 
 
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native", "numpy"])
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
 @pytest.mark.parametrize("rounds", [1, 7, 4096])
-def test_rounds_together_give_the_same_samples_and_frames(path, rounds):
+def test_rounds_together_give_the_same_samples_and_frames(path, rounds, native, monkeypatch):
+    monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)
     # the same samples in the same order with the same frames and comms; only the
     # ids (the order new frames and comms are met) may differ
     whole, err = _whole(path)

@@ -48,10 +48,21 @@ def _id(path: str) -> str:
 
 
 def _load(path, **kw):
+    """The profile as the commands read it: a damaged tail (one fixture is cut
+    short) is a warning and the records before it count."""
+    import warnings
+
+    from pmuscope import _policy
+
+    strict, _policy.STRICT_READS = _policy.STRICT_READS, False
     try:
-        return load_profile(path, kernel_symbols=False, keep_raw=True, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return load_profile(path, kernel_symbols=False, keep_raw=True, **kw)
     except PmuscopeError:
         return None
+    finally:
+        _policy.STRICT_READS = strict
 
 
 class _Sink:
@@ -85,8 +96,7 @@ def test_the_corpus_is_there():
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
 def test_native_text_is_the_python_text(path):
     p = _load(path)
-    if p is None:
-        pytest.skip("a file neither formatter reads")
+    assert p is not None and len(p), path
     for fl, chain in LAYOUTS:
         fields = parse_fields(fl)
         for batch in (65536, 3):

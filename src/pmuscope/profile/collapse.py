@@ -20,7 +20,7 @@ from typing import Iterable
 import numpy as np
 
 from .._np import uniq_inv
-from .model import Profile, _take_flat
+from .model import Profile, _native_resolve, _take_flat
 
 #: the columns a row may be told apart by (``Collapser(keep=...)`` picks)
 KEYS = ("event", "comm", "pid", "tid", "cpu", "cpumode", "leaf", "chain")
@@ -79,6 +79,11 @@ class Collapser:
         #: newest sample time seen (a row keeps its first sample's time)
         self.time_max: int | None = None
         self._p0: list[tuple[np.ndarray, np.ndarray]] = []  # (period, samples) of event 0, by chunk
+        # rows and chains in one C hash table each (collapse_add), kept across chunks;
+        # PMUSCOPE_NATIVE_RESOLVE=0: the numpy path (sort, reduce, merge when doubled)
+        self._nat = _native_resolve()
+        self._nkeys = tuple(k for k in self.keys if k != "chain")
+        self._ncol = self._nat.collapse_new(len(self._nkeys)) if self._nat is not None else None
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -111,6 +116,9 @@ class Collapser:
         self._p0.append(_histogram(c.period[c.event == 0], None if c.count is None else c.count[c.event == 0]))
         if len(self._p0) >= 32:
             self._p0 = [_merge_histograms(self._p0)]
+        if self._ncol is not None:
+            self._add_native(c)
+            return
         cols = {k: self._chain_of(c) if k == "chain" else getattr(c, k).astype(np.int64) for k in self.keys}
         cols.update({"period": c.period.astype(np.uint64), "time": c.time,
                      "count": np.ones(n, dtype=np.int64) if c.count is None else c.count.astype(np.int64),
@@ -122,6 +130,33 @@ class Collapser:
         if self._rows >= 2 * self._merged_rows + 65536:
             self._merge()
 
+    def _add_native(self, c: Profile) -> None:
+        n = len(c)
+        keys = np.empty((n, len(self._nkeys)), dtype=np.int64)
+        for j, k in enumerate(self._nkeys):
+            keys[:, j] = getattr(c, k)
+        # a chunk without call-chain entries: chain 0 for every sample, as _chain_of gives
+        chains = "chain" in self.keys and c.has_callchain and len(c.stack)
+        self._nat.collapse_add(self._ncol, keys, np.ascontiguousarray(c.stack, dtype=np.int32) if chains else None,
+                               np.ascontiguousarray(c.stack_offsets, dtype=np.int64),
+                               np.ascontiguousarray(c.period, dtype=np.uint64),
+                               None if c.count is None else np.ascontiguousarray(c.count, dtype=np.int64),
+                               np.ascontiguousarray(c.time, dtype=np.uint64), self._seen)
+        self._seen += n
+
+    def _native_rows(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The C rows (in first-sample order) as columns, and the chains (frames, offsets)."""
+        rk, period, count, first, time, cfr, coff = self._nat.collapse_result(self._ncol)
+        first = np.frombuffer(first, dtype=np.int64)
+        w = len(self._nkeys) + 1
+        mat = np.frombuffer(rk, dtype=np.int64).reshape(len(first), w)
+        cols = {k: mat[:, j].copy() for j, k in enumerate(self._nkeys)}
+        if "chain" in self.keys:
+            cols["chain"] = mat[:, w - 1].copy()
+        cols.update(period=np.frombuffer(period, dtype=np.uint64), count=np.frombuffer(count, dtype=np.int64),
+                    first=first, time=np.frombuffer(time, dtype=np.uint64))
+        return cols, np.frombuffer(cfr, dtype=np.int32), np.frombuffer(coff, dtype=np.int64)
+
     def _merge(self) -> None:
         if len(self._parts) > 1:
             cols = {k: np.concatenate([p[k] for p in self._parts]) for k in self._parts[0]}
@@ -130,26 +165,36 @@ class Collapser:
 
     def profile(self) -> Profile:
         """The collapsed profile of every chunk added (rows by first sample)."""
-        self._merge()
         last = self.last
         if last is None:
             raise ValueError("no chunk was added")
-        cols = self._parts[0] if self._parts else None
-        if cols is None:
-            return last.select(np.zeros(0, dtype=np.int64))
-        order = np.argsort(cols["first"], kind="stable")
-        cols = {k: v[order] for k, v in cols.items()}
+        if self._ncol is not None:
+            cols, flat, coff = self._native_rows()
+            if not len(cols["first"]):
+                return last.select(np.zeros(0, dtype=np.int64))
+            nrows = len(cols["first"])
+            have_chains = len(coff) > 1
+        else:
+            self._merge()
+            cols = self._parts[0] if self._parts else None
+            if cols is None:
+                return last.select(np.zeros(0, dtype=np.int64))
+            order = np.argsort(cols["first"], kind="stable")
+            cols = {k: v[order] for k, v in cols.items()}
+            nrows = len(order)
+            have_chains = bool(self._chains)
         for k in KEYS:
             if k not in cols:
-                cols[k] = np.zeros(len(order), dtype=np.int64)
-        if last.has_callchain and self._chains:
-            lens = np.fromiter((len(x) for x in self._chains), dtype=np.int64, count=len(self._chains))
-            coff = np.zeros(len(lens) + 1, dtype=np.int64)
-            np.cumsum(lens, out=coff[1:])
-            flat = np.concatenate(self._chains).astype(np.int32, copy=False)
+                cols[k] = np.zeros(nrows, dtype=np.int64)
+        if last.has_callchain and have_chains:
+            if self._ncol is None:
+                lens = np.fromiter((len(x) for x in self._chains), dtype=np.int64, count=len(self._chains))
+                coff = np.zeros(len(lens) + 1, dtype=np.int64)
+                np.cumsum(lens, out=coff[1:])
+                flat = np.concatenate(self._chains).astype(np.int32, copy=False)
             stack, st_off = _take_flat(flat, coff, cols["chain"])
         else:
-            stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(len(order) + 1, dtype=np.int64)
+            stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
         leaf = cols["leaf"].astype(np.int32)
         return Profile(
             pid=cols["pid"], tid=cols["tid"], cpu=cols["cpu"].astype(np.int32), time=cols["time"],

@@ -53,6 +53,27 @@ _STATE_RECORDS = (R.MMAP, R.MMAP2, R.COMM, R.FORK, R.KSYMBOL)  # cache key of ke
 LEVEL_CHAR = {0: "?", 1: "k", 2: ".", 3: "H", 4: "g", 5: "u"}
 
 
+def _native_resolve():
+    """The C helpers of the profile builder and the collapser (:mod:`pmuscope._native`),
+    or None: not built, or ``PMUSCOPE_NATIVE_RESOLVE=0`` (the numpy path: the
+    reference, tested against it)."""
+    global _NATIVE
+    if os.environ.get("PMUSCOPE_NATIVE_RESOLVE", "1") == "0":
+        return None
+    if _NATIVE is None:
+        try:
+            from .. import _native  # type: ignore[attr-defined]
+        except ImportError:
+            _native = None
+        _NATIVE = _native if hasattr(_native, "resolve_round") else False
+    return _NATIVE or None
+
+
+_NATIVE: Any = None  # the module once imported (False: not there)
+#: tids ProfileBuilder._comm_arr holds (pid_max's default, 2^22, is above: those go by dict)
+_COMM_ARR_MAX = 1 << 21
+
+
 def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
     if not parts:
         return np.zeros(0, dtype=dtype)
@@ -63,6 +84,19 @@ def _grow(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 def _take_flat(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``sel`` (bool mask or index array) of a flat + offsets field."""
+    nat = _native_resolve()
+    if nat is not None and flat.ndim == 1 and flat.flags.c_contiguous and off.dtype == np.int64 and \
+            off.flags.c_contiguous:
+        sel = np.asarray(sel)
+        mask = sel.dtype == bool
+        if sel.ndim == 1 and (mask or sel.dtype == np.int64):
+            got = nat.take_flat(flat, off, np.ascontiguousarray(sel), mask, flat.itemsize)
+            if got is not None:
+                return np.frombuffer(got[0], dtype=flat.dtype), np.frombuffer(got[1], dtype=np.int64)
+    return _take_flat_np(flat, off, sel)
+
+
+def _take_flat_np(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
     counts = np.diff(off)[sel]
     starts = off[:-1][sel]
     noff = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -350,6 +384,11 @@ class ProfileBuilder:
             a = arch or platform.machine()
             if a in ARCHES:
                 self.unwinder = Unwinder(self.symbolizer, a)
+        # the C walk and frame cache (resolve_round) instead of the numpy one;
+        # dwarf unwinding (rewritten chains, truncated frames) stays on numpy
+        self._nat = _native_resolve() if self.unwinder is None else None
+        self._ncache = self._nat.resolve_cache_new() if self._nat is not None else None
+        self._pids_stale = False  # space ids started over during a native round
         self._batches: list[SampleBatch] = []
         self._held: _Pending | None = None  # samples newer than the last flush limit
         self._queue: list[tuple[int, int, Any]] = []  # time-stamped side-band records not applied yet
@@ -360,8 +399,11 @@ class ProfileBuilder:
         self.comms: list[str] = []
         self._comm_ids: dict[str, int] = {}
         self._comm_of: dict[int, int] = {}  # tid -> comm id
+        #: _comm_of as an array by tid (-1: none) for tids below _COMM_ARR_MAX: a
+        #: round's comms in one lookup when every thread has one (see _set_comm)
+        self._comm_arr = np.full(1024, -1, dtype=np.int32)
         # perf names the idle task (pid/tid 0) "swapper" (machine__init)
-        self._comm_of[0] = self.comm_id("swapper")
+        self._set_comm(0, self.comm_id("swapper"))
         self._epoch: dict[int, int] = {}  # pid -> address-space generation
         self._kepoch = 0
         # frame caches: sorted keys -> frame ids. User addresses are keyed
@@ -495,13 +537,16 @@ class ProfileBuilder:
                     (rtype == R.MMAP and item.misc & abi.PERF_RECORD_MISC_MMAP_DATA):
                 self.maps.apply(item)
                 self._epoch[pid] = self._epoch.get(pid, 0) + 1
+                if self._ncache is not None:
+                    self._nat.resolve_cache_forget_pid(self._ncache, pid)
                 return pid, None
             return None, None
         if rtype == R.COMM:
             # an exec does not empty the address space here: perf keeps the old
             # maps until the new image's MMAPs overlap them (a sample taken in
             # execve() still unwinds through the old libc)
-            c = self._comm_of[item.tid] = self.comm_id(item.comm)
+            c = self.comm_id(item.comm)
+            self._set_comm(item.tid, c)
             return None, (item.tid, c)
         if rtype == R.FORK:
             change = None
@@ -509,11 +554,13 @@ class ProfileBuilder:
             if parent is None:
                 parent = self._comm_of.get(item.ppid)
             if parent is not None:
-                self._comm_of[item.tid] = parent
+                self._set_comm(item.tid, parent)
                 change = (item.tid, parent)
             if item.pid != item.ppid:
                 self.maps.apply(item)
                 self._epoch[item.pid] = self._epoch.get(item.pid, 0) + 1
+                if self._ncache is not None:
+                    self._nat.resolve_cache_forget_pid(self._ncache, item.pid)
                 return item.pid, change
             return None, change
         if rtype == R.KSYMBOL:
@@ -677,7 +724,15 @@ class ProfileBuilder:
             done = pend.cols["time"] <= np.uint64(max(limit, 0))
             if not done.all():
                 self._held = pend.take(~done)
-                pend = pend.take(done) if done.any() else None
+                if done.any():
+                    # the samples resolved now, in time order (below), in one take
+                    idx = np.flatnonzero(done)
+                    t = pend.cols["time"][idx]
+                    if len(t) > 1 and (t[1:] < t[:-1]).any():
+                        idx = idx[np.argsort(t, kind="stable")]
+                    pend = pend.take(idx)
+                else:
+                    pend = None
         if pend is None:
             for _, _, rec in ready:
                 self._apply(rec)
@@ -765,7 +820,23 @@ class ProfileBuilder:
                 return True
         return False
 
+    def _set_comm(self, tid: int, cid: int) -> None:
+        """Every change of ``_comm_of`` goes through here (and into ``_comm_arr``)."""
+        self._comm_of[tid] = cid
+        a = self._comm_arr
+        if 0 <= tid < _COMM_ARR_MAX:
+            if tid >= len(a):
+                a = np.concatenate((a, np.full(min(max(tid + 1, 2 * len(a)), _COMM_ARR_MAX) - len(a), -1,
+                                               dtype=np.int32)))
+                self._comm_arr = a
+            a[tid] = cid
+
     def _comms_now(self, tids: np.ndarray) -> np.ndarray:
+        a = self._comm_arr
+        if len(tids) and int(tids.min()) >= 0 and int(tids.max()) < len(a):
+            cid = a[tids]
+            if int(cid.min()) >= 0:  # every thread has a comm already
+                return cid
         return self._comms_from(tids, self._comm_of)
 
     def _comms_from(self, tids: np.ndarray, state: dict[int, int]) -> np.ndarray:
@@ -775,8 +846,10 @@ class ProfileBuilder:
             v = state.get(t)
             if v is None:  # perf names a thread it has no COMM for ":TID"
                 v = self.comm_id(f":{t}")
-                state[t] = v
-                self._comm_of.setdefault(t, v)
+                if state is not self._comm_of:
+                    state[t] = v
+                if t not in self._comm_of:
+                    self._set_comm(t, v)
             cid[i] = v
         return cid[tinv.reshape(-1)]
 
@@ -844,6 +917,9 @@ class ProfileBuilder:
                 self._sid_of_fp.clear()
                 self._sids.clear()
                 self._ucache = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+                if self._ncache is not None:
+                    self._nat.resolve_cache_clear(self._ncache, 0)
+                    self._pids_stale = True  # the C pid -> space id table, after this round
             s = self._sid_of_fp[fp] = len(self._sid_of_fp) + 1
             self._sid_rep[s] = pid
         self._sids[key] = s
@@ -956,6 +1032,46 @@ class ProfileBuilder:
         f["kernel"].append(kernel.copy())
         return fids
 
+    def _resolve_native(self, c: dict[str, np.ndarray], cc_flat) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_resolve`'s walk of the call chains and :meth:`_frames_for` in
+        one C pass (``resolve_round``) over a cache kept in C: ``(frame ids: the
+        leaves, then the kept call-chain entries; entries kept per sample)``.
+        New space ids and new frames are made here, by the C code's calls, in
+        the numpy path's order (so the ids are the same)."""
+        nat, cache = self._nat, self._ncache
+        if self._kcache_epoch != self._kepoch:
+            nat.resolve_cache_clear(cache, 1)
+            self._kcache_epoch = self._kepoch
+        n = len(c["ip"])
+        if cc_flat is None:
+            cc, off = np.zeros(0, np.uint64), np.zeros(n + 1, np.int64)
+        else:
+            cc = np.ascontiguousarray(cc_flat[0], dtype=np.uint64)
+            off = np.ascontiguousarray(cc_flat[1], dtype=np.int64)
+        fids = np.empty(n + len(cc), dtype=np.int32)
+        kept = np.empty(n, dtype=np.int64)
+        try:
+            total = nat.resolve_round(cache, np.ascontiguousarray(c["ip"], dtype=np.uint64),
+                                      np.ascontiguousarray(c["cpumode"], dtype=np.uint8),
+                                      np.ascontiguousarray(c["pid"], dtype=np.int64), cc, off, fids, kept,
+                                      self._native_sids, self._native_frames)
+        finally:
+            if self._pids_stale:
+                nat.resolve_cache_clear(cache, 3)
+                self._pids_stale = False
+        return fids[:total], kept
+
+    def _native_sids(self, pids: list[int]) -> list[tuple[int, int]]:
+        """Space id and the pid resolving for it, of each pid (ascending, as
+        :meth:`_frames_for` asks)."""
+        sids = [self._sid(p) for p in pids]
+        return [(s, self._sid_rep.get(s, p)) for s, p in zip(sids, pids)]
+
+    def _native_frames(self, kind: int, pids: bytes, ips: bytes) -> np.ndarray:
+        """New frames for ``resolve_round``: kind 1 kernel addresses, else user ones."""
+        ipa = np.frombuffer(ips, dtype=np.uint64)
+        return self._new_frames(np.frombuffer(pids, dtype=np.int64), ipa, np.full(len(ipa), kind == 1))
+
     def _resolve(self, p: _Pending) -> None:
         n = len(p)
         if n == 0:
@@ -969,7 +1085,9 @@ class ProfileBuilder:
             out["truncated"].append(self._unwind(p))
         elif self.unwinder is not None:
             out["truncated"].append(np.zeros(n, dtype=bool))
-        if "cc" in p.flat:
+        if self._ncache is not None:
+            fids, kept = self._resolve_native(c, p.flat.get("cc"))
+        elif "cc" in p.flat:
             cc, off = p.flat["cc"]
             counts = np.diff(off)
             m = len(cc)
@@ -995,12 +1113,13 @@ class ProfileBuilder:
             all_pid = np.concatenate((c["pid"], c["pid"][cc_s]))
         else:
             all_ips, all_k, all_pid = c["ip"], kernel_ip, c["pid"]
-        fids = self._frames_for(all_pid, all_ips, all_k)
-        if self.unwinder is not None:
-            cut = all_ips == _TRUNC_HOLD
-            if cut.any():
-                fids[cut] = self._truncated_frame()
-        fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
+        if self._ncache is None:
+            fids = self._frames_for(all_pid, all_ips, all_k)
+            if self.unwinder is not None:
+                cut = all_ips == _TRUNC_HOLD
+                if cut.any():
+                    fids[cut] = self._truncated_frame()
+            fids = fids.astype(np.int32)  # frame ids: 4 bytes per call-chain entry
         out["leaf"].append(fids[:leaf_n])
         if "cc" in p.flat:
             out["stack"].append(fids[leaf_n:])
@@ -1210,6 +1329,22 @@ def _background(fn):
     return result
 
 
+def _plain_path(pf) -> str | None:
+    """The path of the regular file an open :class:`~pmuscope.perfdata.PerfDataFile`
+    reads (so its data section is cut straight from the file, as for a path),
+    or None (a stream, bytes, the directory format, or the name no longer
+    naming that file)."""
+    f = getattr(pf, "_file", None)
+    name = getattr(f, "name", None)
+    if not isinstance(name, str) or getattr(pf, "_dir_files", None):
+        return None
+    try:
+        a, b = os.fstat(f.fileno()), os.stat(name)
+    except (OSError, ValueError):
+        return None
+    return name if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else None
+
+
 class _Opened:
     """A perf.data input opened for reading samples: the file (SPE data
     synthesized into samples), its decoded stream and a symbolizer."""
@@ -1235,6 +1370,8 @@ class _Opened:
                 symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
+            if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
+                path = _plain_path(pf)
             self.source = profile_source(pf, path)
             a = pf.features.get(Feature.ARCH)
             self.arch = str(a) if a else None
