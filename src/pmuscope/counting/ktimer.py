@@ -296,7 +296,7 @@ class TimerAssembler:
     """Turns each CPU's samples into rows of intervals (pure: tested with
     synthetic samples).
 
-    A CPU's sample at time ``t`` is its interval ``floor((t - anchor + P/8) / P)``
+    A CPU's sample at time ``t`` is its interval ``floor((t - anchor + P/16) / P)``
     (at least one more than its previous sample's), where ``anchor`` is when its
     timer started: the first sample's time less its enabled time. An interval
     becomes a row once every CPU has passed it, if every CPU has a sample for
@@ -329,7 +329,9 @@ class TimerAssembler:
         if self.anchor[cpu] is None:
             self.anchor[cpu] = int(time[0]) - int(enabled[0])
         anchor, P = self.anchor[cpu], self.P
-        k = (time - anchor + P // 8) // P
+        # a timer never fires before its grid point; the slack covers the
+        # anchor's error (µs: the enabled time starts at the enable ioctl)
+        k = (time - anchor + min(P // 16, 50_000)) // P
         j = np.arange(m, dtype=np.int64)
         # strictly increasing: k_j >= k_(j-1) + 1 and k_0 >= kmax + 1
         d = np.maximum.accumulate(np.concatenate([[self.kmax[cpu] + 1], k - j]))[1:]
