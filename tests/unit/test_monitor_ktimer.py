@@ -177,9 +177,9 @@ def test_leader_and_member_attrs():
     assert spec_attr.disabled == 1  # a copy
 
 
-def test_ring_pages_hold_two_drains():
-    assert kt.ring_pages(MS, 4, 250 * MS) == 16  # 250 samples of 120 bytes, twice: 60 KB
-    assert kt.ring_pages(100_000, 4, 250 * MS) == 256  # 10 kHz: 600 KB
+def test_ring_pages_hold_four_drains():
+    assert kt.ring_pages(MS, 4, 250 * MS) == 32  # 250 samples of 120 bytes, 4 times: 120 KB
+    assert kt.ring_pages(100_000, 4, 250 * MS) == 512  # 10 kHz: 1.2 MB
     assert kt.ring_pages(10_000, 60, 1000 * MS) == 512  # capped
 
 

@@ -687,7 +687,11 @@ class Monitor:
 
         n = len(self.specs)
         pages = ktimer.ring_pages(self.interval_ns, n, self._drain_ns(), PAGE_SIZE)
-        pinned = any(s.attr.type not in (abi.PERF_TYPE_SOFTWARE, abi.PERF_TYPE_TRACEPOINT) for s in self.specs)
+        # pinned: never rotated (hardware members), and never scheduled out
+        # and back in when a task with pinned events of its own is switched
+        # in (perf_event_context_sched_in flips the CPU's flexible groups),
+        # which delays the timer's expiries off its grid
+        pinned = True
         offset = 0
         try:
             for e, cpu in enumerate(self.entities):
@@ -922,16 +926,21 @@ class Monitor:
                 wake = min(wake, now + max(P, 2_000_000))  # the end is due: drain often until every CPU passed it
             elif end_ns is not None:
                 wake = min(wake, end_ns + P // 4)
+            ring_woke = False
             if not stop.is_set() and wake > now:
                 for fd, _ev in poller.poll(max(1, -(-(wake - now) // 1_000_000))):
                     if fd == wake_r:
                         os.read(wake_r, 64)  # stop() (or a stale wake-up from an earlier run)
+                    else:
+                        ring_woke = True  # a ring is half full: drain before it overflows
             now = clock()
             if next_ctx is not None and now >= next_ctx:
                 ctx_count += 1
                 pending_ctx.append(((now - t0) // P, *self._sample_context(util_only or ctx_count % util_every == 0)))
                 next_ctx += ctx_ns * max(1, (now - next_ctx) // ctx_ns + 1)
             ended = stop.is_set()
+            if not (ended or ring_woke or now >= next_drain or (end_ns is not None and now >= end_ns)):
+                continue  # a context sample only: the rows wait for the next drain
             for e, ring in enumerate(self._rings):
                 while True:
                     chunk = ring.read_records()
