@@ -198,36 +198,40 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
     p.stderr.close()
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} ... failed ({p.returncode}): {err.strip()[-400:]}")
-    return {"window": window, "total": ru.ru_utime + ru.ru_stime, "wall": wall}
+    return {"window": window, "total": ru.ru_utime + ru.ru_stime, "wall": wall, "err": err}
 
 
-def monitor_rows(path: str, fmt: str) -> tuple[int, int, int]:
-    """(rows, intervals, late intervals) of a monitor output file."""
+def monitor_rows(path: str, fmt: str) -> tuple[int, int, int, int]:
+    """(rows, intervals, late intervals, skipped intervals) of a monitor output file."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        t = pq.read_table(path, columns=["timestamp", "late"])
-        ts, late = t.column("timestamp").to_pylist(), t.column("late").to_pylist()
+        t = pq.read_table(path, columns=["timestamp", "late", "skipped"])
+        ts, late, skip = (t.column(c).to_pylist() for c in ("timestamp", "late", "skipped"))
     elif fmt == "jsonl":
         import json
 
-        ts, late = [], []
+        ts, late, skip = [], [], []
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
                 ts.append(r["timestamp"])
                 late.append(r["late"])
+                skip.append(r["skipped"])
     else:
         with open(path, newline="") as f:
             rd = csv.DictReader(f)
-            ts, late = [], []
+            ts, late, skip = [], [], []
             for r in rd:
                 ts.append(int(r["timestamp"]))
                 late.append(r["late"] == "1")
+                skip.append(int(r["skipped"]))
     per = {}
-    for t, lt in zip(ts, late):
+    skipped = {}
+    for t, lt, sk in zip(ts, late, skip):
         per[t] = per.get(t, False) or lt  # an interval is late when any CPU's reading was
-    return len(ts), len(per), sum(per.values())
+        skipped[t] = sk
+    return len(ts), len(per), sum(per.values()), sum(skipped.values())
 
 
 def perf_intervals(path: str) -> int:
@@ -280,7 +284,11 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
                     if not run.startswith("baseline"):
                         cmd += ["--timer", run.split()[0]]
                     res = timed_run(cmd, out, duration, envs[run])
-                    res["rows"], res["intervals"], res["late"] = monitor_rows(out, fmt)
+                    res["rows"], res["intervals"], res["late"], res["skipped"] = monitor_rows(out, fmt)
+                    res["err"] = [ln for ln in res["err"].splitlines() if "lost" in ln or "throttled" in ln]
+                    if res["err"] or res["intervals"] + res["skipped"] < 0.95 * duration * 1000 / ms:
+                        print(f"    {run} -I {ms:g}: {res['intervals']} intervals, {res['skipped']} skipped, "
+                              f"{res['wall']:.1f} s; {' '.join(res['err'])}", flush=True)
                     results.setdefault((run, ms), []).append(res)
                     os.unlink(out)
             print(f"  round {r + 1}/{rounds} done; load avg {os.getloadavg()[0]:.2f}", flush=True)
@@ -293,12 +301,14 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
 
     print(f"\nmedians of {rounds} rounds, {duration:g} s each; CPU in % of one CPU "
           "(steady window | whole process incl. start-up); ratio = pmuscope / perf stat, same rounds")
-    print(f"{'-I':>4} {'command':<26} {'steady CPU':>10} {'ratio':>6} {'whole':>7} {'ratio':>6} {'intervals':>9} {'on time':>8}  target")
+    print(f"{'-I':>4} {'command':<26} {'steady CPU':>10} {'ratio':>6} {'whole':>7} {'ratio':>6} {'intervals':>9} {'on time':>8} "
+          f"{'skipped':>7}  target")
     for ms in intervals:
         pr = results[("perf", ms)]
         p_win, p_tot = med(pr, "window"), 100 * med(pr, "total") / duration
         expected = duration * 1000 / ms
-        print(f"{ms:>4g} {'perf stat -A':<26} {p_win:>9.2f}% {'':>6} {p_tot:>6.2f}% {'':>6} {100 * med(pr, 'intervals') / expected:>8.1f}% {'':>8}")
+        print(f"{ms:>4g} {'perf stat -A':<26} {p_win:>9.2f}% {'':>6} {p_tot:>6.2f}% {'':>6} "
+              f"{100 * med(pr, 'intervals') / expected:>8.1f}%")
         for fmt in runs:
             rr = results[(fmt, ms)]
             win, tot = med(rr, "window"), 100 * med(rr, "total") / duration
@@ -310,7 +320,8 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
                 ok = win <= p_win
                 target = f"<= perf's CPU: {'MET' if ok else 'NOT MET'} (whole process {'MET' if tot <= p_tot else 'NOT MET'})"
             print(f"{ms:>4g} {'pmuscope ' + fmt:<26} {win:>9.2f}% {win / p_win:>5.2f}x {tot:>6.2f}% {tot / p_tot:>5.2f}x "
-                  f"{100 * med(rr, 'intervals') / expected:>8.1f}% {on_time:>7.2f}%  {target}")
+                  f"{100 * med(rr, 'intervals') / expected:>8.1f}% {on_time:>7.2f}% {100 * med(rr, 'skipped') / expected:>6.2f}%  "
+                  f"{target}")
 
 
 def default_event_list() -> str:
