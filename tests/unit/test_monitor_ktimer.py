@@ -90,8 +90,9 @@ def test_assembler_rows_wait_for_every_cpu_and_skip_missing_samples():
     feed(asm, 1, [1, 2, 4], anchor=25_000)  # CPU 1 has no sample for interval 3, and has not reached 5
     rows = asm.take()
     assert rows.k.tolist() == [1, 2, 4] and rows.skipped.tolist() == [0, 0, 1]
-    # CPU 0's third sample (150 µs after its grid point) was late
-    assert rows.late.tolist() == [[False, False], [False, False], [False, False]]
+    # CPU 0's third sample (150 µs after its grid point) was late, but interval 3 is not a row;
+    # the row after the gap is late on every CPU (interval 3's deadline passed unread), as in the user loop
+    assert rows.late.tolist() == [[False, False], [False, False], [True, True]]
     assert rows.enabled[:, 1].tolist() == [MS, 2 * MS, 4 * MS]
     # cumulative counts: interval 4's row holds CPU 0's counts through 4 (its sample 3 is folded in)
     assert rows.values[-1, 0].tolist() == [4, 40]
@@ -111,6 +112,9 @@ def test_assembler_late_flag_and_interval_of_each_sample():
     rows = asm.take()
     assert rows.k.tolist() == [1, 2, 3, 6] and rows.skipped.tolist() == [0, 0, 0, 2]
     assert rows.late[:, 0].tolist() == [False, True, True, True]
+    asm = kt.TimerAssembler(1, 2, MS, 100_000)
+    feed(asm, 0, [1, 2, 4], anchor=0)  # on its grid, but interval 3 has no sample
+    assert asm.take().late[:, 0].tolist() == [False, False, True]
 
 
 def test_assembler_keeps_intervals_strictly_increasing():

@@ -52,7 +52,8 @@ span the CPU's counts cover (the leader's enabled-time delta), ``late`` whether
 that CPU's sample came more than the tolerance after its own grid point. An
 interval is delivered when every CPU has a sample for it; a missing sample
 (a vCPU descheduled past a whole period, a throttle, a lost record) makes the
-next row span the gap (``skipped``), as a late user-loop wake-up does.
+next row span the gap (``skipped``, and ``late`` for every CPU), as a late
+user-loop wake-up does.
 """
 
 from __future__ import annotations
@@ -407,6 +408,8 @@ class TimerAssembler:
                 rows.k[-1] = self.last
                 rows.late[-1] = True
             rows.skipped = (np.diff(rows.k, prepend=self.prev_k) - 1).astype(np.int32)
+            # as in the user loop, a row that spans skipped intervals is late (their deadlines passed unread)
+            rows.late |= (rows.skipped > 0)[:, None]
             self.prev_k = int(rows.k[-1])
         cut = ready if not self.done else max(self.kmax)
         for c in range(self.ncpu):
