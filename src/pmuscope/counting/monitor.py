@@ -919,6 +919,7 @@ class Monitor:
         last_progress = clock()
         ids = self._timer_ids
         stats = self.stats
+        throttled = [0] * E  # per CPU: THROTTLE records less UNTHROTTLE ones not yet acted on
         while True:
             now = clock()
             wake = next_drain if next_ctx is None else min(next_drain, next_ctx)
@@ -949,7 +950,20 @@ class Monitor:
                     d = ktimer.decode_records(chunk, n, ids[e])
                     stats.lost += d.lost
                     stats.throttled += d.throttles
+                    throttled[e] += d.throttles - d.unthrottles
                     asm.add(e, d.time, d.enabled, d.running, d.values)
+                if throttled[e] > 0:
+                    # Only this CPU's tick unthrottles it, and an idle CPU does
+                    # not tick (NO_HZ): setting the period unthrottles now
+                    # (__perf_event_period), restarting the timer from here
+                    try:
+                        self._slots[e].fd.set_period(P)
+                    except OSError:  # pragma: no cover
+                        pass
+                    throttled[e] = 0
+                    # the CPU may throttle again: look sooner from now on (a gap lasts until the next drain)
+                    drain_ns = min(drain_ns, max(P, 50_000_000))
+                    next_drain = min(next_drain, now + drain_ns)
             if now >= next_drain:
                 next_drain += drain_ns * max(1, (now - next_drain) // drain_ns + 1)
             rows = asm.finish() if ended else asm.take()
