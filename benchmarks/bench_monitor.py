@@ -171,6 +171,16 @@ def tasks_cpu_ns(pid: int) -> int:
     return total
 
 
+def _running(pid: int) -> bool:
+    """Whether PID has not exited yet, without reaping it (Popen.poll would, and wait4's rusage would be lost)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return text[text.rfind(b")") + 2: text.rfind(b")") + 3] not in (b"Z", b"X")
+
+
 def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) -> dict:
     """Run CMD (which writes OUT and lasts about DURATION s after start-up):
     steady-window CPU % from schedstat, whole-process user+sys, wall time."""
@@ -178,7 +188,7 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     window = None
     try:
-        while time.monotonic() - t0 < 30 and p.poll() is None:
+        while time.monotonic() - t0 < 30 and _running(p.pid):
             if os.path.exists(out) and os.path.getsize(out) > 0:
                 break
             time.sleep(0.01)
@@ -186,7 +196,7 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
         time.sleep(0.5)
         w0, c0 = time.monotonic(), tasks_cpu_ns(p.pid)
         time.sleep(max(0.5, ready + duration - 0.5 - time.monotonic()))
-        if p.poll() is None:
+        if _running(p.pid):
             w1, c1 = time.monotonic(), tasks_cpu_ns(p.pid)
             window = 100 * (c1 - c0) / 1e9 / (w1 - w0)
     except OSError:  # the process ended under us

@@ -22,10 +22,21 @@ monitored events are its members. What the kernel does with it
   leader sets).
 - Throttling: ``__perf_event_account_interrupt`` stops an event that
   overflowed ``max_samples_per_tick`` = ``perf_event_max_sample_rate / HZ``
-  times in one tick and writes ``PERF_RECORD_THROTTLE``; the tick restarts it
-  (``PERF_RECORD_UNTHROTTLE``) on a new phase. 1 kHz is far below the default
-  100 kHz, but the kernel lowers the sysctl when perf interrupts run long, so
-  the limit is checked at open and throttle records are counted.
+  times since the CPU's last tick (``perf_throttled_seq``, advanced only by
+  ``perf_event_task_tick``) and writes ``PERF_RECORD_THROTTLE``; the CPU's
+  next tick restarts it (``PERF_RECORD_UNTHROTTLE``) on a new phase. 1 kHz is
+  far below the default 100 kHz per tick-period, but with ``NO_HZ_IDLE`` an
+  idle CPU stops its tick, and the 1 kHz hrtimer does not keep it
+  (``tick_nohz_next_event`` looks only at timer-wheel timers under high-res
+  timers): after 400 expiries (HZ=250, the default rate) of unbroken idle the
+  leader is throttled and stays so until that CPU ticks again. The drain
+  therefore unthrottles a CPU whose THROTTLE record it reads, with
+  ``PERF_EVENT_IOC_PERIOD`` (``__perf_event_period`` clears the throttle and
+  restarts the timer), and drains every 50 ms from then on; the intervals in
+  between are skipped (and counted, and said). Raising
+  ``kernel.perf_event_max_sample_rate`` lengthens the idle stretch allowed.
+  The kernel also lowers that sysctl when perf interrupts run long, so the
+  rate is checked at open.
 - A full ring drops samples and later writes ``PERF_RECORD_LOST`` with the
   number lost: counted in :attr:`TimerAssembler.lost` and reported, the
   intervals they held become skipped ones (counts are cumulative, so the next
