@@ -191,7 +191,15 @@ def _specs(*types):
     return [EventSpec(name=f"e{i}", attr=abi.perf_event_attr(type=t, config=0)) for i, t in enumerate(types)]
 
 
-def test_choose_timer():
+def test_choose_timer_auto_is_the_user_loop_unless_enabled():
+    kw = dict(per_thread=False, interval_ns=MS, loop=None, core_type=4, rate_limit=100_000)
+    mode, why = kt.choose_timer("auto", specs=_specs(1, 1), **kw)
+    assert mode == "user" and "--timer kernel" in why
+    assert kt.choose_timer("kernel", specs=_specs(1, 1), **kw)[0] == "kernel"
+
+
+def test_choose_timer(monkeypatch):
+    monkeypatch.setattr(kt, "AUTO_KERNEL", True)
     sw = _specs(1, 1, 2)
     kw = dict(per_thread=False, interval_ns=MS, loop=None, core_type=4, rate_limit=100_000)
     assert kt.choose_timer("auto", specs=sw, **kw)[0] == "kernel"
@@ -280,3 +288,24 @@ def test_build_batch_with_per_cpu_late_flags(data_dir):
     chunk.late_e = np.array([[False, True]])
     out, *_ = mon._build_batch(chunk, np.zeros(8, dtype=np.uint64), 0, None)
     assert out["late"].tolist() == [False, True] and out["task-clock"].tolist() == [900_000, 800_000]
+
+
+def test_assembler_reanchors_a_restarted_timer():
+    # CPU 0's timer is restarted 0.4 ms off its grid after interval 3 (an unthrottle): its samples are not
+    # all late from then on; the first one ends the interval it falls in
+    asm = kt.TimerAssembler(2, 2, MS, 100_000)
+    feed(asm, 0, [1, 2, 3], anchor=0)
+    feed(asm, 1, [1, 2, 3, 4, 5, 6, 7], anchor=0)
+    asm.take()
+    asm.reanchor(0)
+    t = np.array([5 * MS + 400_000, 6 * MS + 400_000, 7 * MS + 400_000], dtype=np.int64)
+    asm.add(0, t, t, t, np.zeros((3, 2), dtype=np.uint64))
+    rows = asm.take()
+    assert rows.k.tolist() == [5, 6, 7] and rows.skipped.tolist() == [1, 0, 0]
+    assert rows.late.tolist() == [[True, True], [False, False], [False, False]]
+    assert asm.last_time[0] == 7 * MS + 400_000
+    # without the re-anchoring every later sample would be 0.4 ms late
+    asm = kt.TimerAssembler(1, 2, MS, 100_000)
+    feed(asm, 0, [1, 2, 3], anchor=0)
+    asm.add(0, t, t, t, np.zeros((3, 2), dtype=np.uint64))
+    assert asm.take().late[:, 0].tolist() == [False, False, False, True, True, True]

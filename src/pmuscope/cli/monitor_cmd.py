@@ -45,8 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timer", choices=("auto", "kernel", "user"), default="auto",
                         help="who keeps the intervals: 'kernel' - each CPU's cpu-clock timer writes its counts into a "
                              "ring buffer drained every 0.25 s (no wake-up per interval; CPU-wide runs); 'user' - a "
-                             "thread wakes at every deadline and reads every CPU; 'auto' (default): kernel for CPU-wide "
-                             "software events at intervals up to 5 ms, else user")
+                             "thread wakes at every deadline and reads every CPU; 'auto' (default): user for now (the kernel "
+                             "timer's samples can go missing for stretches on some kernels; see docs/ARCHITECTURE.md)")
     parser.add_argument("--row-group", type=int, default=65536, metavar="N", help="Parquet rows per row group")
     parser.add_argument("--flush-interval", type=float, default=5.0, metavar="S",
                         help="Parquet: close a row group at least every S seconds, so a killed run keeps all but "
@@ -178,11 +178,11 @@ def run(args: argparse.Namespace) -> int:
         progress.update(mon.stats, force=True)
         progress.close()
     st = mon.stats
-    if st.lost or st.throttled:
+    if st.lost or st.throttled or st.restarts:
         # never silent: their intervals are the skipped ones (the next row holds their counts)
-        print(f"pmuscope monitor: the kernel timer lost {st.lost} samples (ring full) and was throttled "
-              f"{st.throttled} times (perf_event_max_sample_rate); those intervals are counted as skipped",
-              file=sys.stderr)
+        print(f"pmuscope monitor: the kernel timer lost {st.lost} samples (ring full), was throttled "
+              f"{st.throttled} times (perf_event_max_sample_rate per tick; an idle CPU does not tick) and "
+              f"restarted {st.restarts} times; those intervals are counted as skipped", file=sys.stderr)
     if not args.quiet and args.output != "-":
         print(
             f"pmuscope monitor: {st.rows} rows, {st.intervals} intervals of {args.interval:g} ms, "
