@@ -24,10 +24,14 @@ window (from 0.5 s after its output file appears to 0.5 s before its end), and
 the whole process's user+sys (``wait4``), start-up included. Targets: at 1 ms
 <= 3 % of one CPU and >= 99 % of intervals on time; at 10 ms at most perf
 stat's CPU. Reported as the median over the rounds, with pmuscope/perf ratios.
+Each format runs with each ``--cli-timers`` mode (``--timer kernel``: each
+CPU's cpu-clock timer writes its counts into a ring; ``--timer user``: the
+deadline loop), so the kernel timer, the user loop and perf stat share rounds.
 
     python benchmarks/bench_monitor.py [--duration 10] [--interval 1] [-e EVENTS] [--format csv|parquet|jsonl|none]
                                        [--loop native|python] [--cli-rounds 3] [--cli-duration 10] [--cli-intervals 1,10]
-                                       [--cli-formats csv,jsonl,parquet] [--baseline OTHER/src] [--no-cli] [--cli-only]
+                                       [--cli-formats csv,jsonl,parquet] [--cli-timers kernel,user] [--baseline OTHER/src]
+                                       [--no-cli] [--cli-only]
 """
 
 from __future__ import annotations
@@ -167,6 +171,16 @@ def tasks_cpu_ns(pid: int) -> int:
     return total
 
 
+def _running(pid: int) -> bool:
+    """Whether PID has not exited yet, without reaping it (Popen.poll would, and wait4's rusage would be lost)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return text[text.rfind(b")") + 2: text.rfind(b")") + 3] not in (b"Z", b"X")
+
+
 def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) -> dict:
     """Run CMD (which writes OUT and lasts about DURATION s after start-up):
     steady-window CPU % from schedstat, whole-process user+sys, wall time."""
@@ -174,7 +188,7 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     window = None
     try:
-        while time.monotonic() - t0 < 30 and p.poll() is None:
+        while time.monotonic() - t0 < 30 and _running(p.pid):
             if os.path.exists(out) and os.path.getsize(out) > 0:
                 break
             time.sleep(0.01)
@@ -182,7 +196,7 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
         time.sleep(0.5)
         w0, c0 = time.monotonic(), tasks_cpu_ns(p.pid)
         time.sleep(max(0.5, ready + duration - 0.5 - time.monotonic()))
-        if p.poll() is None:
+        if _running(p.pid):
             w1, c1 = time.monotonic(), tasks_cpu_ns(p.pid)
             window = 100 * (c1 - c0) / 1e9 / (w1 - w0)
     except OSError:  # the process ended under us
@@ -194,36 +208,40 @@ def timed_run(cmd: list[str], out: str, duration: float, env: dict[str, str]) ->
     p.stderr.close()
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:6])} ... failed ({p.returncode}): {err.strip()[-400:]}")
-    return {"window": window, "total": ru.ru_utime + ru.ru_stime, "wall": wall}
+    return {"window": window, "total": ru.ru_utime + ru.ru_stime, "wall": wall, "err": err}
 
 
-def monitor_rows(path: str, fmt: str) -> tuple[int, int, int]:
-    """(rows, intervals, late intervals) of a monitor output file."""
+def monitor_rows(path: str, fmt: str) -> tuple[int, int, int, int]:
+    """(rows, intervals, late intervals, skipped intervals) of a monitor output file."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        t = pq.read_table(path, columns=["timestamp", "late"])
-        ts, late = t.column("timestamp").to_pylist(), t.column("late").to_pylist()
+        t = pq.read_table(path, columns=["timestamp", "late", "skipped"])
+        ts, late, skip = (t.column(c).to_pylist() for c in ("timestamp", "late", "skipped"))
     elif fmt == "jsonl":
         import json
 
-        ts, late = [], []
+        ts, late, skip = [], [], []
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
                 ts.append(r["timestamp"])
                 late.append(r["late"])
+                skip.append(r["skipped"])
     else:
         with open(path, newline="") as f:
             rd = csv.DictReader(f)
-            ts, late = [], []
+            ts, late, skip = [], [], []
             for r in rd:
                 ts.append(int(r["timestamp"]))
                 late.append(r["late"] == "1")
+                skip.append(int(r["skipped"]))
     per = {}
-    for t, lt in zip(ts, late):
-        per[t] = lt
-    return len(ts), len(per), sum(per.values())
+    skipped = {}
+    for t, lt, sk in zip(ts, late, skip):
+        per[t] = per.get(t, False) or lt  # an interval is late when any CPU's reading was
+        skipped[t] = sk
+    return len(ts), len(per), sum(per.values()), sum(skipped.values())
 
 
 def perf_intervals(path: str) -> int:
@@ -236,7 +254,7 @@ def perf_intervals(path: str) -> int:
 
 
 def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: float, perf: str,
-                baseline: str | None = None, formats: list[str] | None = None) -> None:
+                baseline: str | None = None, formats: list[str] | None = None, timers: list[str] | None = None) -> None:
     formats = list(formats or ["csv", "jsonl", "parquet"])
     if "parquet" in formats:
         try:
@@ -246,8 +264,9 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
             formats.remove("parquet")
     tmp = tempfile.mkdtemp(prefix="bench-monitor-")
     env = child_env(tmp)
-    runs = list(formats)
-    envs = {fmt: env for fmt in formats}
+    timers = list(timers or ["kernel", "user"])
+    runs = [f"{t} {fmt}" for t in timers for fmt in formats]
+    envs = {run: env for run in runs}
     if baseline:
         # another pmuscope (e.g. an older checkout's src/), CSV, in the same rounds
         base_env = dict(env, PYTHONPATH=baseline, PYTHONPYCACHEPREFIX=os.path.join(tmp, "pycache-baseline"))
@@ -272,8 +291,15 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
                     fmt = run.split()[-1]
                     out = os.path.join(tmp, f"mon.{fmt}")
                     cmd = pm + ["-a", "-I", f"{ms:g}", "--duration", f"{duration:g}", "-e", events, "-q", "-o", out]
+                    if not run.startswith("baseline"):
+                        cmd += ["--timer", run.split()[0]]
                     res = timed_run(cmd, out, duration, envs[run])
-                    res["rows"], res["intervals"], res["late"] = monitor_rows(out, fmt)
+                    res["rows"], res["intervals"], res["late"], res["skipped"] = monitor_rows(out, fmt)
+                    res["err"] = [ln for ln in res["err"].splitlines() if "lost" in ln or "throttled" in ln]
+                    expected = duration * 1000 / ms
+                    if res["err"] or res["intervals"] + res["skipped"] < 0.95 * expected or res["skipped"] > 0.01 * expected:
+                        print(f"    {run} -I {ms:g}: {res['intervals']} intervals, {res['skipped']} skipped, "
+                              f"{res['wall']:.1f} s; {' '.join(res['err'])}", flush=True)
                     results.setdefault((run, ms), []).append(res)
                     os.unlink(out)
             print(f"  round {r + 1}/{rounds} done; load avg {os.getloadavg()[0]:.2f}", flush=True)
@@ -286,12 +312,14 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
 
     print(f"\nmedians of {rounds} rounds, {duration:g} s each; CPU in % of one CPU "
           "(steady window | whole process incl. start-up); ratio = pmuscope / perf stat, same rounds")
-    print(f"{'-I':>4} {'command':<21} {'steady CPU':>10} {'ratio':>6} {'whole':>7} {'ratio':>6} {'intervals':>9} {'on time':>8}  target")
+    print(f"{'-I':>4} {'command':<26} {'steady CPU':>10} {'ratio':>6} {'whole':>7} {'ratio':>6} {'intervals':>9} {'on time':>8} "
+          f"{'skipped':>7}  target")
     for ms in intervals:
         pr = results[("perf", ms)]
         p_win, p_tot = med(pr, "window"), 100 * med(pr, "total") / duration
         expected = duration * 1000 / ms
-        print(f"{ms:>4g} {'perf stat -A':<21} {p_win:>9.2f}% {'':>6} {p_tot:>6.2f}% {'':>6} {100 * med(pr, 'intervals') / expected:>8.1f}% {'':>8}")
+        print(f"{ms:>4g} {'perf stat -A':<26} {p_win:>9.2f}% {'':>6} {p_tot:>6.2f}% {'':>6} "
+              f"{100 * med(pr, 'intervals') / expected:>8.1f}%")
         for fmt in runs:
             rr = results[(fmt, ms)]
             win, tot = med(rr, "window"), 100 * med(rr, "total") / duration
@@ -302,8 +330,9 @@ def cli_vs_perf(events: str, intervals: list[float], rounds: int, duration: floa
             else:
                 ok = win <= p_win
                 target = f"<= perf's CPU: {'MET' if ok else 'NOT MET'} (whole process {'MET' if tot <= p_tot else 'NOT MET'})"
-            print(f"{ms:>4g} {'pmuscope ' + fmt:<21} {win:>9.2f}% {win / p_win:>5.2f}x {tot:>6.2f}% {tot / p_tot:>5.2f}x "
-                  f"{100 * med(rr, 'intervals') / expected:>8.1f}% {on_time:>7.2f}%  {target}")
+            print(f"{ms:>4g} {'pmuscope ' + fmt:<26} {win:>9.2f}% {win / p_win:>5.2f}x {tot:>6.2f}% {tot / p_tot:>5.2f}x "
+                  f"{100 * med(rr, 'intervals') / expected:>8.1f}% {on_time:>7.2f}% {100 * med(rr, 'skipped') / expected:>6.2f}%  "
+                  f"{target}")
 
 
 def default_event_list() -> str:
@@ -326,6 +355,7 @@ def main() -> int:
     ap.add_argument("--cli-events", help="default: monitor's default events (perf stat's that open here)")
     ap.add_argument("--perf", default=shutil.which("perf") or "perf")
     ap.add_argument("--cli-formats", default="csv,jsonl,parquet")
+    ap.add_argument("--cli-timers", default="kernel,user", help="monitor --timer modes to run, comma-separated")
     ap.add_argument("--baseline", metavar="SRC", help="also run another pmuscope's monitor (PYTHONPATH=SRC), CSV, "
                                                       "in the same rounds: before/after")
     ap.add_argument("--no-cli", action="store_true", help="only the in-process run")
@@ -340,7 +370,7 @@ def main() -> int:
         print(f"\npmuscope monitor against {args.perf} stat: -e {events}, -I {args.cli_intervals} ms, "
               f"{args.cli_rounds} rounds of {args.cli_duration:g} s; load avg {os.getloadavg()[0]:.2f}")
         cli_vs_perf(events, intervals, args.cli_rounds, args.cli_duration, args.perf, args.baseline,
-                    args.cli_formats.split(","))
+                    args.cli_formats.split(","), args.cli_timers.split(","))
     return 0
 
 

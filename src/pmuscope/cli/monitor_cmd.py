@@ -42,6 +42,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-inherit", action="store_true", help="with -p: do not count threads started later")
     parser.add_argument("--no-realtime", action="store_true",
                         help="do not ask for SCHED_FIFO for the sampling thread (asked below 10 ms when allowed)")
+    parser.add_argument("--timer", choices=("auto", "kernel", "user"), default="auto",
+                        help="who keeps the intervals: 'kernel' - each CPU's cpu-clock timer writes its counts into a "
+                             "ring buffer drained every 0.25 s (no wake-up per interval; CPU-wide runs); 'user' - a "
+                             "thread wakes at every deadline and reads every CPU; 'auto' (default): user for now (the kernel "
+                             "timer's samples can go missing for stretches on some kernels; see docs/ARCHITECTURE.md)")
     parser.add_argument("--row-group", type=int, default=65536, metavar="N", help="Parquet rows per row group")
     parser.add_argument("--flush-interval", type=float, default=5.0, metavar="S",
                         help="Parquet: close a row group at least every S seconds, so a killed run keeps all but "
@@ -133,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         inherit=not args.no_inherit,
         realtime=False if args.no_realtime else None,
         power=not args.no_power,
+        timer=args.timer,
     )
     progress = _Progress(not args.quiet and sys.stderr.isatty() and args.output != "-", args.output)
     # Ctrl-C / SIGTERM end the run cleanly: the sampler finishes its interval,
@@ -172,10 +178,16 @@ def run(args: argparse.Namespace) -> int:
         progress.update(mon.stats, force=True)
         progress.close()
     st = mon.stats
+    if st.lost or st.throttled or st.restarts:
+        # never silent: their intervals are the skipped ones (the next row holds their counts)
+        print(f"pmuscope monitor: the kernel timer lost {st.lost} samples (ring full), was throttled "
+              f"{st.throttled} times (perf_event_max_sample_rate per tick; an idle CPU does not tick) and "
+              f"restarted {st.restarts} times; those intervals are counted as skipped", file=sys.stderr)
     if not args.quiet and args.output != "-":
         print(
             f"pmuscope monitor: {st.rows} rows, {st.intervals} intervals of {args.interval:g} ms, "
-            f"{st.late} late ({100 * st.on_time_fraction:.2f}% on time), {st.skipped} skipped -> {args.output}",
+            f"{st.late} late ({100 * st.on_time_fraction:.2f}% on time), {st.skipped} skipped, "
+            f"{mon.timer} timer -> {args.output}",
             file=sys.stderr,
         )
     return 130 if interrupted else 0

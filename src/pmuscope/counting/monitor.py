@@ -284,6 +284,14 @@ class MonitorStats:
     #: CPU time (user+sys) of the sampling thread, seconds
     sampler_cpu_s: float = 0.0
     elapsed_s: float = 0.0
+    #: kernel timer only: samples the kernel dropped because a CPU's ring was
+    #: full (PERF_RECORD_LOST), and times a CPU's timer was throttled
+    #: (PERF_RECORD_THROTTLE): their intervals are skipped ones
+    lost: int = 0
+    throttled: int = 0
+    #: kernel timer only: times the drain restarted a CPU's timer
+    #: (PERF_EVENT_IOC_PERIOD) that was throttled or gave no sample for 10 intervals
+    restarts: int = 0
 
     @property
     def on_time_fraction(self) -> float:
@@ -316,6 +324,8 @@ class _Chunk:
     skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     n: int = 0
     ctx: list = field(default_factory=list)  # (interval index, freq, util, machine)
+    #: kernel timer: the late flag per (interval, entity) (n × E); None: ``late`` for all
+    late_e: np.ndarray | None = None
 
 
 #: ``PMUSCOPE_NATIVE_MONITOR=0`` selects the Python sampling loop (the
@@ -426,6 +436,17 @@ class Monitor:
     :meth:`stop`, or when the monitored process exits. ``loop``: the
     sampling loop, ``"native"`` (C, the default where built) or
     ``"python"`` (the reference); :attr:`loop` says which one runs.
+
+    ``timer``: who keeps the intervals. ``"user"``: the sampling loop above
+    (a wake-up per interval, a read per group). ``"kernel"``: each CPU's
+    cpu-clock hrtimer writes its group's counts into a ring buffer drained
+    every chunk (:mod:`.ktimer`; CPU-wide runs only). ``"auto"`` (None, the
+    default): the user loop (``ktimer.AUTO_KERNEL`` off: the kernel timer's
+    samples can go missing on some kernels); with it on, the kernel timer for
+    CPU-wide runs of software events at intervals up to 5 ms when no
+    ``loop`` is asked for;
+    :attr:`timer` says which one runs (final once open) and
+    :attr:`timer_reason` why.
     """
 
     def __init__(
@@ -449,6 +470,7 @@ class Monitor:
         sysfs: str = "/sys",
         procfs: str = "/proc",
         loop: str | None = None,
+        timer: str | None = None,
     ) -> None:
         if interval_ms < 0.1:
             raise PmuscopeError(f"interval {interval_ms} ms is too short: the minimum is 0.1 ms (-I 1 is 1 ms)")
@@ -511,8 +533,19 @@ class Monitor:
         if loop == "native" and native is None:
             raise PmuscopeError("loop='native' needs pmuscope._native.monitor_loop, which is not built here")
         self._native_loop = native
-        #: the sampling loop in use: "native" (C, no GIL) or "python"
+        #: the sampling loop in use: "native" (C, no GIL) or "python"; "kernel"
+        #: when the kernel timer keeps the intervals
         self.loop = "native" if native is not None else "python"
+        if timer not in (None, "auto", "kernel", "user"):
+            raise PmuscopeError(f"timer={timer!r}: choose 'auto', 'kernel' or 'user'")
+        self._timer_requested = timer or "auto"
+        self._loop_requested = loop
+        #: "kernel" or "user" (decided at open), and why
+        self.timer = "user" if timer == "user" else self._timer_requested
+        self.timer_reason = ""
+        self._rings: list = []
+        self._timer_ids: list[list[int]] = []
+        self._wake = None  # (read fd, write fd): stop() wakes the kernel-timer thread's poll
         self.stats = MonitorStats()
         self._stop_flag = bytearray(1)  # the native loop's view of stop()
         self._slots: list[_Slot] = []
@@ -567,6 +600,7 @@ class Monitor:
             "pmuscope.anchor_monotonic_ns": str(self.anchor[0]),
             "pmuscope.anchor_unix_s": repr(self.anchor[1]),
             "pmuscope.kernel": os.uname().release,
+            "pmuscope.timer": self.timer,
             "pmuscope.target": f"pid {self.pid}" if self.per_thread else f"cpus {','.join(map(str, self.entities))}",
         }
 
@@ -597,6 +631,22 @@ class Monitor:
         if self._opened:
             return self
         self._drop_unopenable_auto_events()
+        from . import ktimer
+
+        self.timer, self.timer_reason = ktimer.choose_timer(
+            self._timer_requested, per_thread=self.per_thread, specs=self.specs, interval_ns=self.interval_ns,
+            loop=self._loop_requested, core_type=_core_pmu_type(self.sysfs), rate_limit=ktimer.max_sample_rate(self.procfs),
+            grouped=self.group)
+        if self.timer == "kernel":
+            try:
+                self._open_kernel_timer()
+                return self
+            except PmuscopeError as err:
+                if self._timer_requested == "kernel":
+                    raise
+                # auto: the user loop counts the same events
+                self.timer, self.timer_reason = "user", f"the kernel timer did not open: {str(err).splitlines()[0]}"
+                self.loop = "native" if self._native_loop is not None else "python"
         groups = plan_groups(self.specs, self.group, self.sysfs)
         offset = 0
         try:
@@ -630,11 +680,58 @@ class Monitor:
         self._opened = True
         return self
 
+    def _drain_ns(self) -> int:
+        """Kernel timer: how often the rings are drained (a chunk's span)."""
+        return max(self.interval_ns, self.chunk_intervals * self.interval_ns)
+
+    def _open_kernel_timer(self) -> None:
+        """One group per CPU: a cpu-clock sampling leader and every event as
+        a member, with a ring buffer on the leader (:mod:`.ktimer`)."""
+        from . import ktimer
+        from ..kernel.ring import PAGE_SIZE, RingBuffer
+
+        n = len(self.specs)
+        pages = ktimer.ring_pages(self.interval_ns, n, self._drain_ns(), PAGE_SIZE)
+        # pinned: never rotated (hardware members), and never scheduled out
+        # and back in when a task with pinned events of its own is switched
+        # in (perf_event_context_sched_in flips the CPU's flexible groups),
+        # which delays the timer's expiries off its grid
+        pinned = True
+        offset = 0
+        try:
+            for e, cpu in enumerate(self.entities):
+                attr = ktimer.leader_attr(self.interval_ns, pinned=pinned, wakeup_bytes=pages * PAGE_SIZE // 2)
+                leader = PerfEventFd(attr, pid=-1, cpu=cpu, event="cpu-clock (monitor timer)")
+                fds = [leader]
+                self._slots.append(_Slot(leader, e, list(range(n)), offset, 3 + n, fds))
+                for spec in self.specs:
+                    fds.append(_open_with_fallback(ktimer.member_attr(spec.attr), -1, cpu, leader, spec.name))
+                self._rings.append(RingBuffer(leader, pages=pages, track_lost=False))
+                self._timer_ids.append([fd.id() for fd in fds])
+                offset += 3 + n
+        except BaseException:
+            self.close()
+            raise
+        self._rec_words = offset
+        self.loop = "kernel"
+        if self.context:
+            self._context_sampler()
+        self._wake = os.pipe()
+        self._opened = True
+
     def close(self) -> None:
         """Stop the sampler and close every fd and context file."""
         self.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        for ring in self._rings:
+            ring.close()
+        self._rings = []
+        self._timer_ids = []
+        if self._wake is not None:
+            for fd in self._wake:
+                os.close(fd)
+            self._wake = None
         for slot in self._slots:
             for fd in slot.members:
                 fd.close()
@@ -648,6 +745,11 @@ class Monitor:
         """Ask the sampling thread to end after the current interval."""
         self._stop_flag[0] = 1
         self._stop.set()
+        if self._wake is not None:
+            try:
+                os.write(self._wake[1], b"x")
+            except OSError:  # pragma: no cover - closed meanwhile, or the pipe is full (already woken)
+                pass
 
     def __enter__(self) -> "Monitor":
         return self.open()
@@ -685,7 +787,10 @@ class Monitor:
         except (AttributeError, OSError, ValueError):  # pragma: no cover
             pass
         try:
-            self._sampler_loop()
+            if self.timer == "kernel":
+                self._sampler_loop_kernel()
+            else:
+                self._sampler_loop()
         except BaseException as err:  # surfaced in the consumer
             self._error = err
         finally:
@@ -770,6 +875,147 @@ class Monitor:
             self._queue.put(chunk)
         self.stats.sampler_cpu_s = time.thread_time() - cpu0
 
+    def _sampler_loop_kernel(self) -> None:
+        # No per-interval work here: each CPU's cpu-clock hrtimer writes its
+        # group's counts into its ring; this thread wakes every chunk (or
+        # context sample, or when a ring is half full, or at stop) to drain
+        # the rings and hand whole intervals to the consumer.
+        import select
+
+        from . import ktimer
+
+        cpu0 = time.thread_time()
+        P = self.interval_ns
+        tolerance = self.tolerance_ns if self.tolerance_ns is not None else max(P // 10, 20_000)
+        last = self.count if self.count is not None else -1
+        n = len(self.specs)
+        E = len(self.entities)
+        asm = ktimer.TimerAssembler(E, n, P, tolerance, last)
+        clock = time.monotonic_ns
+        drain_ns = self._drain_ns()
+        ctx_ns = 0
+        util_every = self.util_every
+        if self.context:
+            util_only = self._ctx.util_only  # type: ignore[union-attr]
+            ctx_ns = self.context_every * P * (util_every if util_only else 1)
+            self._ctx.sample()  # type: ignore[union-attr]  # prime /proc/stat and energy deltas
+            last_ctx = self._sample_context()
+        else:
+            util_only = True
+            last_ctx = None
+        poller = select.poll()
+        ring_of = {}
+        for e, ring in enumerate(self._rings):
+            poller.register(ring.fileno(), select.POLLIN)
+            ring_of[ring.fileno()] = e
+        wake_r = self._wake[0]  # type: ignore[index]
+        poller.register(wake_r, select.POLLIN)
+        self.wall_start = time.time()
+        t0 = self.start_ns = monotonic_ns()
+        for slot in self._slots:
+            slot.fd.enable(group=True)
+        self._queue.put((np.zeros(self._rec_words, dtype=np.uint64), t0, last_ctx))
+        end_ns = t0 + last * P if last > 0 else None
+        next_drain = t0 + drain_ns
+        next_ctx = t0 + ctx_ns if ctx_ns else None
+        ctx_count = 0
+        pending_ctx: list = []  # (interval number, freq, util, machine)
+        stop = self._stop
+        ids = self._timer_ids
+        stats = self.stats
+        throttled = [0] * E  # per CPU: THROTTLE records less UNTHROTTLE ones not yet acted on
+        while True:
+            now = clock()
+            wake = next_drain if next_ctx is None else min(next_drain, next_ctx)
+            if end_ns is not None and now >= end_ns:
+                wake = min(wake, now + max(P, 2_000_000))  # the end is due: drain often until every CPU passed it
+            elif end_ns is not None:
+                wake = min(wake, end_ns + P // 4)
+            ring_woke = False
+            if not stop.is_set() and wake > now:
+                for fd, _ev in poller.poll(max(1, -(-(wake - now) // 1_000_000))):
+                    if fd == wake_r:
+                        os.read(wake_r, 64)  # stop() (or a stale wake-up from an earlier run)
+                    else:
+                        ring_woke = True  # a ring is half full: drain before it overflows
+            now = clock()
+            if next_ctx is not None and now >= next_ctx:
+                ctx_count += 1
+                pending_ctx.append(((now - t0) // P, *self._sample_context(util_only or ctx_count % util_every == 0)))
+                next_ctx += ctx_ns * max(1, (now - next_ctx) // ctx_ns + 1)
+            # a CPU whose samples stopped (see ktimer) must not hold the end: a
+            # while after the last deadline the run ends with the rows every CPU has
+            ended = stop.is_set() or (end_ns is not None and now >= end_ns + max(50 * P, 100_000_000))
+            if not (ended or ring_woke or now >= next_drain or (end_ns is not None and now >= end_ns)):
+                continue  # a context sample only: the rows wait for the next drain
+            for e, ring in enumerate(self._rings):
+                while True:
+                    chunk = ring.read_records()
+                    if not chunk:
+                        break
+                    d = ktimer.decode_records(chunk, n, ids[e])
+                    stats.lost += d.lost
+                    stats.throttled += d.throttles
+                    throttled[e] += d.throttles - d.unthrottles
+                    if d.unthrottles:
+                        asm.reanchor(e)  # the tick restarted the timer on a new phase
+                    asm.add(e, d.time, d.enabled, d.running, d.values)
+                last_t = asm.last_time[e]
+                stalled = last_t is not None and clock() - last_t > max(10 * P, 5_000_000)
+                if throttled[e] > 0 or stalled:
+                    # Only this CPU's tick unthrottles it, and an idle CPU does
+                    # not tick (NO_HZ); a timer can also stop without a THROTTLE
+                    # record. Setting the period unthrottles and restarts it now
+                    # (__perf_event_period), on a new phase
+                    try:
+                        self._slots[e].fd.set_period(P)
+                    except OSError:  # pragma: no cover
+                        pass
+                    throttled[e] = 0
+                    stats.restarts += 1
+                    asm.reanchor(e)
+                    # it may stop again: look sooner from now on (a gap lasts until the next drain)
+                    drain_ns = min(drain_ns, max(P, 50_000_000))
+                    next_drain = min(next_drain, now + drain_ns)
+            if now >= next_drain:
+                next_drain += drain_ns * max(1, (now - next_drain) // drain_ns + 1)
+            rows = asm.finish() if ended else asm.take()
+            if rows is not None:
+                m = len(rows.k)
+                rec = np.empty((m, E, 3 + n), dtype=np.uint64)
+                rec[:, :, 0] = n
+                rec[:, :, 1] = rows.enabled.view(np.uint64)
+                rec[:, :, 2] = rows.running.view(np.uint64)
+                rec[:, :, 3:] = rows.values
+                out = _Chunk(bytearray(rec.tobytes()))
+                out.n = m
+                out.ts = t0 + rows.k * P
+                out.deadline_idx = rows.k
+                out.late_e = rows.late
+                out.late = rows.late.any(axis=1)
+                out.skipped = rows.skipped
+                ctx = []
+                keep = []
+                for item in pending_ctx:
+                    if item[0] <= rows.k[-1]:
+                        ctx.append((int(np.searchsorted(rows.k, item[0])), *item[1:]))
+                    else:
+                        keep.append(item)
+                pending_ctx = keep
+                out.ctx = ctx
+                self._queue.put(out)
+            if ended or asm.done:
+                if end_ns is not None and now >= end_ns and asm.prev_k < last:
+                    stats.skipped += last - asm.prev_k  # deadlines no row reached
+                stop.set()
+                break
+        for slot in self._slots:
+            try:
+                slot.fd.disable(group=True)
+            except OSError:
+                pass
+        self.stats.sampler_cpu_s = time.thread_time() - cpu0
+
     # -- the consumer
     def batches(self) -> Iterator[dict[str, np.ndarray]]:
         """Run the monitor and yield one columnar batch (``{column: array}``)
@@ -783,8 +1029,9 @@ class Monitor:
             # consumer formats rows; 5 ms (the default) would make 1 ms late
             sys.setswitchinterval(min(prev_switch, 0.0002))
         try:
-            for slot in self._slots:
-                slot.fd.enable(group=True)
+            if self.timer != "kernel":  # the kernel timer's thread enables its groups when it starts the clock
+                for slot in self._slots:
+                    slot.fd.enable(group=True)
             self._stop.clear()
             self._stop_flag[0] = 0
             self._thread = threading.Thread(target=self._sampler, name="pmuscope-monitor", daemon=True)
@@ -864,7 +1111,7 @@ class Monitor:
             out[spec.name] = events[j].reshape(rows)
         out["time_enabled"] = enabled.reshape(rows)
         out["time_running"] = running.reshape(rows)
-        out["late"] = np.repeat(chunk.late[:n], E)
+        out["late"] = np.repeat(chunk.late[:n], E) if chunk.late_e is None else chunk.late_e[:n].reshape(rows)
         out["skipped"] = np.repeat(chunk.skipped[:n], E)
         if self.context:
             ctx = self._ctx
