@@ -1380,6 +1380,12 @@ class _Opened:
                 pf.close()
             raise
 
+    def skip_callchains(self) -> None:
+        """The reader uses no call chains (``callchain=False``): the decoder
+        checks them and leaves them out instead of copying them."""
+        if hasattr(self.source, "callchains"):  # RoundSource
+            self.source.callchains = False
+
     def close(self) -> None:
         if self.own:
             self.pf.close()
@@ -1403,6 +1409,8 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     ``callchain=False`` reads no call chains at all (leaf frames only).
     """
     op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
+    if not callchain:
+        op.skip_callchains()
     try:
         prof = build_profile(op.source, event_names=op.pf.event_names, symbolizer=op.symbolizer, keep_raw=keep_raw,
                              name=op.pf.source, unwind=unwind, arch=op.arch, callchain=callchain)
@@ -1431,6 +1439,8 @@ def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = No
     order, so for readers that print by content (``script``), not reports
     that break ties by id."""
     op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
+    if not callchain:
+        op.skip_callchains()
     try:
         b = ProfileBuilder(op.source.attrs, event_names=op.pf.event_names, symbolizer=op.symbolizer,
                            keep_raw=keep_raw, unwind=unwind, arch=op.arch, callchain=callchain,
