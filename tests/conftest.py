@@ -17,6 +17,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
+
+
+def perfdata_corpus() -> list[str]:
+    """Every perf.data under tests/data (file or pipe mode, by its magic), sorted:
+    the files the readers' native and reference paths are compared on."""
+    out = []
+    for p in sorted(DATA.rglob("*")):
+        if p.is_file() and p.stat().st_size > 64:
+            with open(p, "rb") as f:
+                if f.read(8) == b"PERFILE2":
+                    out.append(str(p))
+    return out
+
+
 #: real captures from other projects, kept in the repository with their licenses
 #: (tests/data/fixtures/README.md says where each came from)
 SHARED_FIXTURES = Path(os.environ.get("PMUSCOPE_SHARED_FIXTURES", DATA / "fixtures"))

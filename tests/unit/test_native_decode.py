@@ -20,7 +20,7 @@ from pmuscope.perfdata import PerfDataFile, synth
 from pmuscope.records import AttrTable, DecodeStats, SampleBatch, decode, native
 from pmuscope.records.decode import _walk, walk
 from pmuscope.records.sample import decode_samples
-from tests.conftest import DATA
+from tests.conftest import DATA, perfdata_corpus
 from tests.fieldfuzz import mutants
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="the native helper is not built here")
@@ -28,17 +28,7 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="the native helpe
 S = abi.PerfSample
 
 
-def _corpus() -> list[str]:
-    out = []
-    for p in sorted(DATA.rglob("*")):
-        if p.is_file() and p.stat().st_size > 64:
-            with open(p, "rb") as f:
-                if f.read(8) == b"PERFILE2":
-                    out.append(str(p))
-    return out
-
-
-CORPUS = _corpus()
+CORPUS = perfdata_corpus()
 
 
 def _id(path: str) -> str:

@@ -20,20 +20,10 @@ from pmuscope.profile.script import ScriptFormatter, iter_script_bytes, parse_fi
 # every test here runs over both record decoders (C and numpy)
 pytestmark = pytest.mark.usefixtures("decode_path")
 
-DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+from tests.conftest import DATA, perfdata_corpus
 
 
-def _corpus() -> list[str]:
-    out = []
-    for p in sorted(DATA.rglob("*")):
-        if p.is_file() and p.stat().st_size > 64:
-            with open(p, "rb") as f:
-                if f.read(8) == b"PERFILE2":
-                    out.append(str(p))
-    return out
-
-
-CORPUS = _corpus()
+CORPUS = perfdata_corpus()
 COLUMNS = ("pid", "tid", "cpu", "time", "period", "event", "comm", "ip", "cpumode", "leaf", "stack",
            "stack_offsets", "frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel")
 

@@ -19,20 +19,10 @@ from pmuscope.profile import model, script
 from pmuscope.profile.model import iter_profile_chunks, load_profile
 from pmuscope.profile.script import ScriptFormatter, parse_fields
 
-DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+from tests.conftest import DATA, perfdata_corpus
 
 
-def _corpus() -> list[str]:
-    out = []
-    for p in sorted(DATA.rglob("*")):
-        if p.is_file() and p.stat().st_size > 64:
-            with open(p, "rb") as f:
-                if f.read(8) == b"PERFILE2":
-                    out.append(str(p))
-    return out
-
-
-CORPUS = _corpus()
+CORPUS = perfdata_corpus()
 SMALL = next(p for p in CORPUS if "perf-g-small" in p)
 native = pytest.mark.skipif(not script.native_script_available(), reason="_native not built")
 
