@@ -279,8 +279,14 @@ def _random_rows(draw):
     off = np.cumsum([0] + [len(s) for s in stacks]).astype(np.int64)
     col = lambda: np.array(draw(hst.lists(hst.integers(-1, 2), min_size=n, max_size=n)), dtype=np.int64)
     opt = lambda: col() if draw(hst.booleans()) else None
+    big = hst.one_of(hst.integers(0, 300), hst.integers(2**63 - 5, 2**64 - 1), hst.integers(-(2**63), -1))
+    frames = [Frame(draw(hst.sampled_from(["f", "g", "h\udcff"])), file=draw(hst.sampled_from(["", "a.so"])),
+                    line=draw(hst.integers(0, 70000)), address=draw(big), mapping=draw(hst.integers(0, 2)),
+                    kernel=draw(hst.booleans()), system_name=draw(hst.sampled_from(["", "_Zf"])))
+              for _ in range(4)]
     return ExportProfile(
-        sample_types=[("samples", "count"), ("cpu", "nanoseconds")], frames=[Frame(f"f{i}") for i in range(4)],
+        sample_types=[("samples", "count"), ("cpu", "nanoseconds")], frames=frames,
+        mappings=[Mapping("a.so", 0, 4096), Mapping("[kernel]", 1 << 63, (1 << 64) - 1, build_id="ab")],
         stack=np.array(flat, dtype=np.int64), stack_offsets=off,
         values=np.array(draw(hst.lists(hst.integers(0, 2**40), min_size=2 * n, max_size=2 * n)),
                         dtype=np.int64).reshape(n, 2),

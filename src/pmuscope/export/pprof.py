@@ -204,6 +204,91 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
     return out
 
 
+# -- vectorized messages: a "part" is (source bytes, start per row, length per row); _rows
+# concatenates parts row by row into (bytes, row offsets)
+
+def _rows(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    lens = sum(p[2] for p in parts)
+    off = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    buf = np.empty(int(off[-1]), dtype=np.uint8)
+    pos = off[:-1]
+    for src, start, ln in parts:
+        _gather(buf, pos, src, start, ln)
+        pos = pos + ln
+    return buf, off
+
+
+def _const(b: bytes, n: int, present: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ln = np.full(n, len(b), dtype=np.int64) if present is None else np.where(present, len(b), 0)
+    return np.frombuffer(b, dtype=np.uint8), np.zeros(n, dtype=np.int64), ln
+
+
+def _varint_part(values: np.ndarray, present: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data, off = varints(values)
+    ln = np.diff(off)
+    if present is not None:
+        ln[~present] = 0
+    return np.frombuffer(data, dtype=np.uint8), off[:-1], ln
+
+
+def _fields(*cols: tuple[int, np.ndarray]) -> list:
+    """Varint fields (field number, values) per row, each omitted where 0 (as :func:`field_varint`)."""
+    parts = []
+    for field, values in cols:
+        nz = values != 0
+        parts += [_const(_key(field, _VARINT), len(values), nz), _varint_part(values, nz)]
+    return parts
+
+
+def _wrap(field: int, msg: tuple[np.ndarray, np.ndarray]) -> list:
+    """Each row's bytes as a length-delimited field (as :func:`field_bytes`)."""
+    data, off = msg
+    ln = np.diff(off)
+    return [_const(_key(field, _LEN), len(ln)), _varint_part(ln), (data, off[:-1], ln)]
+
+
+_U64 = (1 << 64) - 1
+
+
+def _fits(frames) -> bool:
+    """Every frame's numbers encode as int64/uint64 varints (what the vectorized path handles)."""
+    if not frames:
+        return True
+    nums = [f.address for f in frames] + [f.line for f in frames] + [f.mapping for f in frames]
+    return min(nums) >= -(1 << 63) and max(nums) <= _U64
+
+
+def _u64(values) -> np.ndarray:
+    return np.fromiter((v & _U64 for v in values), dtype=np.uint64, count=len(values)).view(np.int64)
+
+
+def _locations_and_functions(ep: ExportProfile, st: StringTable) -> list[bytes]:
+    """The Location messages (one per frame) then the Function messages (one per
+    distinct name, system name, file), as the frame loop of :func:`encode` writes
+    them; strings are interned in the same order."""
+    frames = ep.frames
+    nf = len(frames)
+    if not nf:
+        return []
+    functions: dict[tuple[str, str, str], int] = {}
+    func_of = np.empty(nf, dtype=np.int64)
+    fcols: list[tuple[int, int, int]] = []
+    for i, f in enumerate(frames):
+        fkey = (f.name, f.system_name, f.file)
+        func_id = functions.get(fkey)
+        if func_id is None:
+            func_id = functions[fkey] = len(functions) + 1
+            fcols.append((st(f.name), st(f.system_name or f.name), st(f.file)))
+        func_of[i] = func_id
+    line = _rows(_fields((1, func_of), (2, _u64([f.line for f in frames]))))
+    loc = _rows(_fields((1, np.arange(1, nf + 1, dtype=np.int64)), (2, _u64([f.mapping for f in frames])),
+                        (3, _u64([f.address for f in frames]))) + _wrap(4, line))
+    fa = np.array(fcols, dtype=np.int64).reshape(-1, 3)
+    func = _rows(_fields((1, np.arange(1, len(fa) + 1, dtype=np.int64)), (2, fa[:, 0]), (3, fa[:, 1]), (4, fa[:, 2])))
+    return [_rows(_wrap(4, loc))[0].tobytes(), _rows(_wrap(5, func))[0].tobytes()]
+
+
 def encode(ep: ExportProfile) -> bytes:
     """The serialized (not compressed) Profile message of ``ep``."""
     ep.validate()
@@ -236,18 +321,23 @@ def encode(ep: ExportProfile) -> bytes:
                 + field_varint(7, int(m.has_functions)))
         out.append(field_bytes(3, body))
 
-    functions: dict[tuple[str, str, str], int] = {}
-    func_msgs: list[bytes] = []
-    for fid, f in enumerate(ep.frames, 1):
-        fkey = (f.name, f.system_name, f.file)
-        func_id = functions.get(fkey)
-        if func_id is None:
-            func_id = functions[fkey] = len(functions) + 1
-            func_msgs.append(field_bytes(5, field_varint(1, func_id) + field_varint(2, st(f.name))
-                                         + field_varint(3, st(f.system_name or f.name)) + field_varint(4, st(f.file))))
-        line = field_bytes(4, field_varint(1, func_id) + field_varint(2, f.line))
-        out.append(field_bytes(4, field_varint(1, fid) + field_varint(2, f.mapping) + field_varint(3, f.address) + line))
-    out.extend(func_msgs)
+    if vectorized() and _fits(ep.frames):
+        out.extend(_locations_and_functions(ep, st))
+    else:
+        functions: dict[tuple[str, str, str], int] = {}
+        func_msgs: list[bytes] = []
+        for fid, f in enumerate(ep.frames, 1):
+            fkey = (f.name, f.system_name, f.file)
+            func_id = functions.get(fkey)
+            if func_id is None:
+                func_id = functions[fkey] = len(functions) + 1
+                func_msgs.append(field_bytes(5, field_varint(1, func_id) + field_varint(2, st(f.name))
+                                             + field_varint(3, st(f.system_name or f.name))
+                                             + field_varint(4, st(f.file))))
+            line = field_bytes(4, field_varint(1, func_id) + field_varint(2, f.line))
+            out.append(field_bytes(4, field_varint(1, fid) + field_varint(2, f.mapping) + field_varint(3, f.address)
+                                   + line))
+        out.extend(func_msgs)
 
     tail = [field_varint(9, ep.time_nanos), field_varint(10, ep.duration_nanos)]
     if ep.period_type is not None:
@@ -257,7 +347,14 @@ def encode(ep: ExportProfile) -> bytes:
     if ep.default_sample_type:
         tail.append(field_varint(14, st(ep.default_sample_type)))
     # the string table last: every index above is assigned by now
-    strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
+    if vectorized():
+        enc = [_utf8(s) for s in st.strings]
+        lens = np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))
+        data = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        strings = _rows([_const(_key(6, _LEN), len(enc)), _varint_part(lens),
+                         (data, np.cumsum(lens) - lens, lens)])[0].tobytes()
+    else:
+        strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
     return b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
 
 
