@@ -321,37 +321,47 @@ def _stack_ids_dict(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
                        dtype=np.int64, count=n)
 
 
+#: rows hashed / checked per batch in :func:`_stack_ids` (bounds its temporaries)
+STACK_BATCH = 1 << 15
+
+
 def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Group ids of the rows' frame sequences (equal sequences, equal ids; the ids
     themselves are arbitrary). Vectorized: rows are grouped by (length, polynomial
     hash), then every row is compared element by element with its group's first
-    row; a hash collision (never seen) falls back to :func:`_stack_ids_dict`."""
+    row; a hash collision (never seen) falls back to :func:`_stack_ids_dict`.
+    Batches of rows keep the temporaries small."""
     n = len(offsets) - 1
     off = np.asarray(offsets, dtype=np.int64)
     lens = np.diff(off)
-    st = np.asarray(stack, dtype=np.int64)
-    total = int(off[-1]) - int(off[0])
-    if total == 0:
+    if int(off[-1]) == int(off[0]):
         return np.zeros(n, dtype=np.int64)
-    st = st[int(off[0]):int(off[-1])]
-    start = np.repeat(off[:-1] - off[0], lens)
-    pos = np.arange(total, dtype=np.int64) - start  # index inside the row
+    h = np.empty(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         pw = np.full(int(lens.max()), 0x9E3779B97F4A7C15, dtype=np.uint64)
         pw[0] = 1
         pw = np.cumprod(pw, dtype=np.uint64)
-        terms = (st.view(np.uint64) + np.uint64(0x632BE59BD9B4E019)) * pw[pos]
-        cs = np.zeros(total + 1, dtype=np.uint64)
-        np.cumsum(terms, out=cs[1:])
-        rel = off - off[0]
-        h = cs[rel[1:]] - cs[rel[:-1]]
-    _u, first, grp = np.unique(h ^ (lens.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)),
-                               return_index=True, return_inverse=True)
+        for r0 in range(0, n, STACK_BATCH):
+            r1 = min(r0 + STACK_BATCH, n)
+            a, b = int(off[r0]), int(off[r1])
+            seg = np.asarray(stack[a:b], dtype=np.int64).view(np.uint64)
+            rel = off[r0:r1 + 1] - a
+            pos = np.arange(b - a, dtype=np.int64) - np.repeat(rel[:-1], lens[r0:r1])  # index inside the row
+            cs = np.zeros(b - a + 1, dtype=np.uint64)
+            np.cumsum((seg + np.uint64(0x632BE59BD9B4E019)) * pw[pos], out=cs[1:])
+            h[r0:r1] = cs[rel[1:]] - cs[rel[:-1]]
+        h ^= lens.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+    _u, first, grp = np.unique(h, return_index=True, return_inverse=True)
     grp = grp.reshape(-1)
     rep = first[grp]  # each row's group representative
-    if not np.array_equal(lens[rep], lens) or not np.array_equal(
-            st[np.repeat(rel[:-1][rep], lens) + pos], st):
+    if not np.array_equal(lens[rep], lens):
         return _stack_ids_dict(stack, offsets)
+    for r0 in range(0, n, STACK_BATCH):
+        r1 = min(r0 + STACK_BATCH, n)
+        ln = lens[r0:r1]
+        step = np.arange(int(off[r1] - off[r0]), dtype=np.int64) - np.repeat(off[r0:r1] - off[r0], ln)
+        if not np.array_equal(stack[np.repeat(off[rep[r0:r1]], ln) + step], stack[int(off[r0]):int(off[r1])]):
+            return _stack_ids_dict(stack, offsets)
     return grp.astype(np.int64, copy=False)
 
 

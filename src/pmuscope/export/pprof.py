@@ -146,9 +146,7 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
     n = len(ep)
     if not n:
         return []
-    loc_bytes, loc_boff = varints(ep.stack.astype(np.int64) + 1)
-    loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
-    loc_off = loc_boff[np.asarray(ep.stack_offsets, dtype=np.int64)]
+    stack_off = np.asarray(ep.stack_offsets, dtype=np.int64)
     k = ep.values.shape[1]
     val_bytes, val_boff = varints(ep.values.reshape(-1))
     val_src = np.frombuffer(val_bytes, dtype=np.uint8)
@@ -169,7 +167,11 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
     out: list[bytes] = []
     for r0 in range(0, n, SAMPLE_BATCH):
         r1 = min(r0 + SAMPLE_BATCH, n)
-        loc_a, loc_len = loc_off[r0:r1], np.diff(loc_off[r0:r1 + 1])
+        s0, s1 = int(stack_off[r0]), int(stack_off[r1])
+        loc_bytes, loc_boff = varints(ep.stack[s0:s1].astype(np.int64) + 1)  # this batch's location ids
+        loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
+        loc_off = loc_boff[stack_off[r0:r1 + 1] - s0]
+        loc_a, loc_len = loc_off[:-1], np.diff(loc_off)
         val_a, val_len = val_off[r0:r1], np.diff(val_off[r0:r1 + 1])
         lh_bytes, lh_off = varints(loc_len)
         lh_len = np.diff(lh_off)
