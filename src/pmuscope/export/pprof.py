@@ -46,15 +46,23 @@ def varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
     a = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
     nbytes = np.ones(len(a), dtype=np.int64)
     for k in range(1, 10):
-        nbytes += a >= np.uint64(1 << (7 * k))
+        m = a >= np.uint64(1 << (7 * k))
+        if not m.any():  # no longer values: the rest of the comparisons would all be False
+            break
+        nbytes += m
     off = np.zeros(len(a) + 1, dtype=np.int64)
     np.cumsum(nbytes, out=off[1:])
     out = np.empty(int(off[-1]), dtype=np.uint8)
+    # byte j of every value that has one: the values still long enough, fewer each round
+    pos, rest, left = off[:-1], a, nbytes
     for j in range(int(nbytes.max()) if len(a) else 0):
-        m = nbytes > j
-        byte = (a[m] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        byte |= np.where(nbytes[m] - 1 > j, np.uint64(0x80), np.uint64(0))
-        out[off[:-1][m] + j] = byte.astype(np.uint8)
+        if j:
+            keep = left > j
+            pos, rest, left = pos[keep], rest[keep], left[keep]
+        byte = (rest & np.uint64(0x7F)).astype(np.uint8)
+        byte[left - 1 > j] |= 0x80
+        out[pos + j] = byte
+        rest = rest >> np.uint64(7)
     return out.tobytes(), off
 
 
