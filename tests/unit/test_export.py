@@ -109,7 +109,9 @@ def test_pprof_rich_profile_fields():
 @settings(max_examples=60, deadline=None)
 @given(hst.dictionaries(
     hst.lists(hst.text(alphabet=hst.characters(blacklist_characters=";\n\r", blacklist_categories=("Cs",)), min_size=1,
-                       max_size=12).filter(lambda s: s.strip() == s and s), min_size=1, max_size=8).map(";".join),
+                       # a trailing _[k] marks a kernel frame: pprof keeps the name without it
+                       max_size=12).filter(lambda s: s.strip() == s and s and not s.endswith("_[k]")),
+             min_size=1, max_size=8).map(";".join),
     hst.integers(min_value=1, max_value=2**40), min_size=1, max_size=30))
 def test_pprof_roundtrip_arbitrary_stacks(folded):
     prof = decode(pprof.dumps(from_folded(dict(folded))))

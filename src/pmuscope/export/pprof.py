@@ -261,39 +261,43 @@ def _wrap(field: int, msg: tuple[np.ndarray, np.ndarray]) -> list:
 _U64 = (1 << 64) - 1
 
 
-def _fits(frames) -> bool:
-    """Every frame's numbers encode as int64/uint64 varints (what the vectorized path handles)."""
-    if not frames:
-        return True
-    nums = [f.address for f in frames] + [f.line for f in frames] + [f.mapping for f in frames]
-    return min(nums) >= -(1 << 63) and max(nums) <= _U64
+def _int64s(values: list[int]) -> np.ndarray | None:
+    """``values`` as int64 (a uint64 above 2**63 as its two's complement, as
+    :func:`varint` encodes it); None when one does not fit 64 bits."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        if values and (min(values) < -(1 << 63) or max(values) > _U64):
+            return None
+        return np.fromiter((v & _U64 for v in values), dtype=np.uint64, count=len(values)).view(np.int64)
 
 
-def _u64(values) -> np.ndarray:
-    return np.fromiter((v & _U64 for v in values), dtype=np.uint64, count=len(values)).view(np.int64)
-
-
-def _locations_and_functions(ep: ExportProfile, st: StringTable) -> list[bytes]:
+def _locations_and_functions(ep: ExportProfile, st: StringTable) -> list[bytes] | None:
     """The Location messages (one per frame) then the Function messages (one per
     distinct name, system name, file), as the frame loop of :func:`encode` writes
-    them; strings are interned in the same order."""
+    them; strings are interned in the same order. None (nothing interned) when a
+    frame's number does not fit 64 bits: the loop then writes them."""
     frames = ep.frames
     nf = len(frames)
     if not nf:
         return []
+    lines = _int64s([f.line for f in frames])
+    maps = _int64s([f.mapping for f in frames])
+    addrs = _int64s([f.address for f in frames])
+    if lines is None or maps is None or addrs is None:
+        return None
     functions: dict[tuple[str, str, str], int] = {}
-    func_of = np.empty(nf, dtype=np.int64)
+    func_of: list[int] = []
     fcols: list[tuple[int, int, int]] = []
-    for i, f in enumerate(frames):
+    for f in frames:
         fkey = (f.name, f.system_name, f.file)
         func_id = functions.get(fkey)
         if func_id is None:
             func_id = functions[fkey] = len(functions) + 1
             fcols.append((st(f.name), st(f.system_name or f.name), st(f.file)))
-        func_of[i] = func_id
-    line = _rows(_fields((1, func_of), (2, _u64([f.line for f in frames]))))
-    loc = _rows(_fields((1, np.arange(1, nf + 1, dtype=np.int64)), (2, _u64([f.mapping for f in frames])),
-                        (3, _u64([f.address for f in frames]))) + _wrap(4, line))
+        func_of.append(func_id)
+    line = _rows(_fields((1, np.array(func_of, dtype=np.int64)), (2, lines)))
+    loc = _rows(_fields((1, np.arange(1, nf + 1, dtype=np.int64)), (2, maps), (3, addrs)) + _wrap(4, line))
     fa = np.array(fcols, dtype=np.int64).reshape(-1, 3)
     func = _rows(_fields((1, np.arange(1, len(fa) + 1, dtype=np.int64)), (2, fa[:, 0]), (3, fa[:, 1]), (4, fa[:, 2])))
     return [_rows(_wrap(4, loc))[0].tobytes(), _rows(_wrap(5, func))[0].tobytes()]
@@ -331,8 +335,9 @@ def encode(ep: ExportProfile) -> bytes:
                 + field_varint(7, int(m.has_functions)))
         out.append(field_bytes(3, body))
 
-    if vectorized() and _fits(ep.frames):
-        out.extend(_locations_and_functions(ep, st))
+    tables = _locations_and_functions(ep, st) if vectorized() else None
+    if tables is not None:
+        out.extend(tables)
     else:
         functions: dict[tuple[str, str, str], int] = {}
         func_msgs: list[bytes] = []
