@@ -330,3 +330,11 @@ def test_stack_ids_fall_back_on_a_hash_collision(monkeypatch):
     # every row hashing alike: the element check catches it and the dict decides
     monkeypatch.setattr(np, "cumsum", lambda a, out=None: out.fill(0) if out is not None else np.zeros_like(a))
     assert em._stack_ids(stack, off).tolist() == em._stack_ids_dict(stack, off).tolist() == [0, 1, 0]
+
+
+def test_frame_numbers_past_64_bits_take_the_loop(monkeypatch):
+    ep = from_folded(FOLDED)
+    ep.frames[0] = Frame(ep.frames[0].name, address=2**64 + 5, line=-(2**63))
+    got = pprof.encode(ep)
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    assert got == pprof.encode(ep)
