@@ -394,3 +394,17 @@ def test_junk_addresses_resolve_in_no_process(tmp_path):
     # the process itself still names its unmapped (not junk) addresses from its perf map
     fid = b8._frames_for(np.array([8], np.int64), np.array([0x1010], np.uint64), np.array([False]))
     assert b8._frame_columns()["dso"][fid[0]] >= 0
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "pprof", "--no-aggregate"]], ids=" ".join)
+def test_vectorized_pprof_is_the_row_loop_pprof(path, args, capsysbinary, monkeypatch):
+    """The numpy pprof writer (grouping, samples, locations, strings) against the
+    row-by-row reference, ``PMUSCOPE_EXPORT_VECTOR=0``: the same bytes."""
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
+    out, err = capsysbinary.readouterr()
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    rc_ref = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
+    out_ref, err_ref = capsysbinary.readouterr()
+    assert (rc, out, _errors(err)) == (rc_ref, out_ref, _errors(err_ref))

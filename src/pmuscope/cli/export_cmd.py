@@ -9,6 +9,10 @@ import sys
 
 from .. import errors
 
+USES_NUMPY = True
+#: leaves no file open; a push that outlives its timeout leaves its thread, and then the
+#: interpreter exits the usual way (see main._exit_now)
+FAST_EXIT = True
 HELP = "convert a perf.data file to pprof / speedscope / folded, or push it to Pyroscope (--push URL)"
 DESCRIPTION = (
     "Read a perf.data file (or folded stacks with --input-format folded) and write gzipped pprof "

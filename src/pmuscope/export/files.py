@@ -92,14 +92,18 @@ def weight_column(ep: ExportProfile, event: str | None) -> int:
 
 def render(ep: ExportProfile, fmt: str, *, event: str | None = None) -> bytes | str:
     """``ep`` in ``fmt`` (pprof bytes, speedscope JSON text or folded text)."""
-    from . import pprof, speedscope
-    from ..profile.folded import format_folded
-
+    # each format's module on its own: pprof needs neither json nor the folded helpers
     if fmt == "pprof":
+        from . import pprof
+
         return pprof.dumps(ep)
     if fmt == "speedscope":
+        from . import speedscope
+
         return speedscope.dumps(ep, sample_types=None if event is None else [weight_column(ep, event)])
     if fmt == "folded":
+        from ..profile.folded import format_folded
+
         return format_folded(ep.folded(weight_column(ep, event), comm=True))
     raise errors.PmuscopeError(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
 

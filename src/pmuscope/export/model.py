@@ -232,7 +232,8 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     nframes = len(p.frame_ip)
     # -- mappings: one per DSO used by a frame; pprof shows mapping[0] as "the main binary",
     # so the executable (not a .so, not [kernel...]) with the most leaf samples goes first
-    dso_ids = sorted({int(d) for d in np.unique(p.frame_dso) if d >= 0}) if nframes else []
+    # (a set, not np.unique: that imports numpy.ma, ~10 ms, on its first plain call)
+    dso_ids = sorted({d for d in np.asarray(p.frame_dso).tolist() if d >= 0}) if nframes else []
     leaf_dso = np.asarray(p.frame_dso)[np.asarray(p.leaf, dtype=np.int64)] if n and nframes else np.zeros(0, np.int64)
     if cnt is None:
         hits = {int(d): int(c) for d, c in zip(*np.unique(leaf_dso, return_counts=True))}
@@ -261,11 +262,15 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     from ..profile.export import frame_labels  # perf's frame naming: symbol, else [dso], else [unknown]
 
     names = frame_labels(p, annotate_kernel=False) if nframes else []
-    frames = [
-        Frame(names[fid], file=p.dso_name(int(d)) if d >= 0 else "", address=int(a), mapping=mapping_of.get(int(d), 0),
-              kernel=bool(k))
-        for fid, (d, a, k) in enumerate(zip(p.frame_dso.tolist(), p.frame_addr.tolist(), p.frame_kernel.tolist()))
-    ]
+    # Frame(...) field by field, without the frozen dataclass's __init__ (a third of the cost)
+    new = object.__new__
+    dso_file = {d: p.dso_name(d) for d in dso_ids}
+    frames = []
+    for name, d, a, k in zip(names, p.frame_dso.tolist(), p.frame_addr.tolist(), p.frame_kernel.tolist()):
+        f = new(Frame)
+        f.__dict__.update(name=name, file=dso_file.get(d, "") if d >= 0 else "", line=0, address=int(a),
+                          mapping=mapping_of.get(d, 0), kernel=bool(k), system_name="")
+        frames.append(f)
     values = np.zeros((n, len(sample_types)), dtype=np.int64)
     values[:, 0] = 1 if cnt is None else cnt
     if n:
@@ -305,6 +310,86 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     return aggregate_rows(out) if aggregate else out.validate()
 
 
+def vectorized() -> bool:
+    """The vectorized row grouping and pprof sample encoding (default), or with
+    ``PMUSCOPE_EXPORT_VECTOR=0`` the reference loops they must equal byte for byte."""
+    return os.environ.get("PMUSCOPE_EXPORT_VECTOR", "1") != "0"
+
+
+def _stack_ids_dict(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A stack id per row (identical frame sequences share it): the reference, a dict of row bytes."""
+    n = len(offsets) - 1
+    stack_key: dict[bytes, int] = {}
+    st = stack.astype(np.int64)
+    off = offsets.tolist()
+    return np.fromiter((stack_key.setdefault(st[off[i]:off[i + 1]].tobytes(), len(stack_key)) for i in range(n)),
+                       dtype=np.int64, count=n)
+
+
+#: rows hashed / checked per batch in :func:`_stack_ids` (bounds its temporaries)
+STACK_BATCH = 1 << 15
+
+
+def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Group ids of the rows' frame sequences (equal sequences, equal ids; the ids
+    themselves are arbitrary). Vectorized: rows are grouped by (length, polynomial
+    hash), then every row is compared element by element with its group's first
+    row; a hash collision (never seen) falls back to :func:`_stack_ids_dict`.
+    Batches of rows keep the temporaries small."""
+    n = len(offsets) - 1
+    off = np.asarray(offsets, dtype=np.int64)
+    lens = np.diff(off)
+    if int(off[-1]) == int(off[0]):
+        return np.zeros(n, dtype=np.int64)
+    h = np.empty(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        pw = np.full(int(lens.max()), 0x9E3779B97F4A7C15, dtype=np.uint64)
+        pw[0] = 1
+        pw = np.cumprod(pw, dtype=np.uint64)
+        for r0 in range(0, n, STACK_BATCH):
+            r1 = min(r0 + STACK_BATCH, n)
+            a, b = int(off[r0]), int(off[r1])
+            seg = np.asarray(stack[a:b], dtype=np.int64).view(np.uint64)
+            rel = off[r0:r1 + 1] - a
+            pos = np.arange(b - a, dtype=np.int64) - np.repeat(rel[:-1], lens[r0:r1])  # index inside the row
+            cs = np.zeros(b - a + 1, dtype=np.uint64)
+            np.cumsum((seg + np.uint64(0x632BE59BD9B4E019)) * pw[pos], out=cs[1:])
+            h[r0:r1] = cs[rel[1:]] - cs[rel[:-1]]
+        h ^= lens.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+    _u, first, grp = np.unique(h, return_index=True, return_inverse=True)
+    grp = grp.reshape(-1)
+    rep = first[grp]  # each row's group representative
+    if not np.array_equal(lens[rep], lens):
+        return _stack_ids_dict(stack, offsets)
+    for r0 in range(0, n, STACK_BATCH):
+        r1 = min(r0 + STACK_BATCH, n)
+        ln = lens[r0:r1]
+        step = np.arange(int(off[r1] - off[r0]), dtype=np.int64) - np.repeat(off[r0:r1] - off[r0], ln)
+        if not np.array_equal(stack[np.repeat(off[rep[r0:r1]], ln) + step], stack[int(off[r0]):int(off[r1])]):
+            return _stack_ids_dict(stack, offsets)
+    return grp.astype(np.int64, copy=False)
+
+
+def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inv)`` of the distinct rows of the int64 columns ``cols``:
+    ``first`` the index of each group's first row (groups in any order),
+    ``inv`` each row's group."""
+    codes = []
+    radix = 1
+    for c in cols:
+        u, inv = np.unique(c, return_inverse=True)
+        codes.append((inv.reshape(-1).astype(np.int64), len(u)))
+        radix *= max(len(u), 1)
+    if radix < (1 << 62):
+        key = np.zeros(len(cols[0]), dtype=np.int64)
+        for inv, k in codes:
+            key = key * k + inv
+        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
+
+
 def aggregate_rows(ep: ExportProfile) -> ExportProfile:
     """Merge rows with the same stack and labels (pid, tid, cpu, comm), summing
     their values; the merged row keeps the earliest time."""
@@ -313,23 +398,32 @@ def aggregate_rows(ep: ExportProfile) -> ExportProfile:
         return ep.validate()
     # a stack id per row: identical frame sequences share it
     lens = np.diff(ep.stack_offsets)
-    stack_key: dict[bytes, int] = {}
-    st = ep.stack.astype(np.int64)
-    off = ep.stack_offsets.tolist()
-    sid = np.fromiter((stack_key.setdefault(st[off[i]:off[i + 1]].tobytes(), len(stack_key)) for i in range(n)),
-                      dtype=np.int64, count=n)
+    vector = vectorized()
+    sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
     cols = [sid]
     for name in ("pid", "tid", "cpu", "comm"):
         a = getattr(ep, name)
         cols.append(np.asarray(a, dtype=np.int64) if a is not None else np.zeros(n, dtype=np.int64))
-    keys = np.stack(cols, axis=1)
-    uniq, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    if vector:
+        first, inv = _group_rows(cols)
+    else:  # the reference
+        _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
     order = np.argsort(first, kind="stable")  # keep first-seen order
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     new = rank[inv]
-    m = len(uniq)
+    m = len(first)
+    if vector and m == n and int(ep.stack_offsets[0]) == 0:  # nothing to merge: the rows as they are
+        return ExportProfile(
+            sample_types=ep.sample_types, frames=ep.frames, stack=ep.stack,
+            stack_offsets=np.asarray(ep.stack_offsets, dtype=np.int64),
+            values=np.asarray(ep.values, dtype=np.int64), pid=ep.pid, tid=ep.tid, cpu=ep.cpu, comm=ep.comm, comms=ep.comms,
+            time=None if ep.time is None else np.asarray(ep.time, dtype=np.int64), mappings=ep.mappings,
+            period_type=ep.period_type, period=ep.period, time_nanos=ep.time_nanos,
+            duration_nanos=ep.duration_nanos, comments=ep.comments, default_sample_type=ep.default_sample_type,
+            name=ep.name,
+        ).validate()
     values = np.zeros((m, ep.values.shape[1]), dtype=np.int64)
     np.add.at(values, new, ep.values)
     rows = first[order]

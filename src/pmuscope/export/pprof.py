@@ -19,7 +19,7 @@ import gzip
 
 import numpy as np
 
-from .model import ExportProfile
+from .model import ExportProfile, vectorized
 
 _VARINT, _LEN = 0, 2
 _SMALL = [bytes([i]) for i in range(128)]
@@ -46,15 +46,23 @@ def varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
     a = np.asarray(values).astype(np.int64, copy=False).view(np.uint64)
     nbytes = np.ones(len(a), dtype=np.int64)
     for k in range(1, 10):
-        nbytes += a >= np.uint64(1 << (7 * k))
+        m = a >= np.uint64(1 << (7 * k))
+        if not m.any():  # no longer values: the rest of the comparisons would all be False
+            break
+        nbytes += m
     off = np.zeros(len(a) + 1, dtype=np.int64)
     np.cumsum(nbytes, out=off[1:])
     out = np.empty(int(off[-1]), dtype=np.uint8)
+    # byte j of every value that has one: the values still long enough, fewer each round
+    pos, rest, left = off[:-1], a, nbytes
     for j in range(int(nbytes.max()) if len(a) else 0):
-        m = nbytes > j
-        byte = (a[m] >> np.uint64(7 * j)) & np.uint64(0x7F)
-        byte |= np.where(nbytes[m] - 1 > j, np.uint64(0x80), np.uint64(0))
-        out[off[:-1][m] + j] = byte.astype(np.uint8)
+        if j:
+            keep = left > j
+            pos, rest, left = pos[keep], rest[keep], left[keep]
+        byte = (rest & np.uint64(0x7F)).astype(np.uint8)
+        byte[left - 1 > j] |= 0x80
+        out[pos + j] = byte
+        rest = rest >> np.uint64(7)
     return out.tobytes(), off
 
 
@@ -96,27 +104,9 @@ def _value_type(st: StringTable, t: tuple[str, str]) -> bytes:
     return field_varint(1, st(t[0])) + field_varint(2, st(t[1]))
 
 
-def encode(ep: ExportProfile) -> bytes:
-    """The serialized (not compressed) Profile message of ``ep``."""
-    ep.validate()
-    st = StringTable()
-    out: list[bytes] = []
-    for t in ep.sample_types:
-        out.append(field_bytes(1, _value_type(st, t)))
-
-    # labels are few distinct values: cache their encodings
-    k_pid, k_tid, k_cpu, k_comm = st("pid"), st("tid"), st("cpu"), st("comm")
-    label_cache: dict[tuple[int, int, bool], bytes] = {}
-
-    def label(key: int, value: int, is_str: bool) -> bytes:
-        ck = (key, value, is_str)
-        b = label_cache.get(ck)
-        if b is None:
-            body = field_varint(1, key) + (field_varint(2, value) if is_str else field_varint(3, value) or _key(3, 0) + b"\x00")
-            b = label_cache[ck] = field_bytes(3, body)
-        return b
-
-    comm_idx = [st(c) for c in ep.comms]
+def _samples_loop(ep: ExportProfile, out: list, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> None:
+    """The Sample messages of ``ep``, one row at a time (the reference of :func:`_samples`)."""
+    k_pid, k_tid, k_cpu, k_comm = keys
     n = len(ep)
     loc_bytes, loc_boff = varints(ep.stack.astype(np.int64) + 1)
     loc_off = loc_boff[ep.stack_offsets].tolist()  # byte range of each row's location ids
@@ -140,24 +130,229 @@ def encode(ep: ExportProfile) -> bytes:
         msg = b"".join(body)
         out.append(sample_key + varint(len(msg)) + msg)
 
+
+#: rows per vectorized batch (bounds the index arrays: ~40 bytes per output byte of a batch)
+SAMPLE_BATCH = 1 << 15
+
+
+def _gather(out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.ndarray, lens: np.ndarray) -> None:
+    """``out[dst[i]:dst[i] + lens[i]] = src[src_start[i]:src_start[i] + lens[i]]`` for every i."""
+    total = int(lens.sum())
+    if not total:
+        return
+    excl = np.cumsum(lens) - lens
+    step = np.arange(total, dtype=np.int64) - np.repeat(excl, lens)
+    out[np.repeat(dst, lens) + step] = src[np.repeat(src_start, lens) + step]
+
+
+def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> list[bytes]:
+    """The Sample messages of ``ep`` (the same bytes as :func:`_samples_loop`),
+    built with numpy a batch of rows at a time: each message is its key, its
+    length, then ``location_id`` (when the stack is not empty), ``value`` and the
+    labels; labels come from a pool of each distinct value's encoding."""
+    k_pid, k_tid, k_cpu, k_comm = keys
+    n = len(ep)
+    if not n:
+        return []
+    stack_off = np.asarray(ep.stack_offsets, dtype=np.int64)
+    k = ep.values.shape[1]
+    val_bytes, val_boff = varints(ep.values.reshape(-1))
+    val_src = np.frombuffer(val_bytes, dtype=np.uint8)
+    val_off = val_boff[::k] if k else np.zeros(n + 1, dtype=np.int64)
+    # label columns: (pool bytes, pool offset per row, length per row: 0 = no label)
+    labels = []
+    cols = [(key, getattr(ep, name), False) for key, name in ((k_pid, "pid"), (k_tid, "tid"), (k_cpu, "cpu"))
+            if getattr(ep, name) is not None]
+    if ep.comm is not None:
+        cols.append((k_comm, ep.comm, True))
+    for key, col, is_str in cols:
+        u, inv = np.unique(np.asarray(col, dtype=np.int64), return_inverse=True)
+        enc = [label(key, comm_idx[v] if is_str else v, is_str) if v >= 0 else b"" for v in u.tolist()]
+        plen = np.array([len(e) for e in enc], dtype=np.int64)
+        poff = np.cumsum(plen) - plen
+        inv = inv.reshape(-1)
+        labels.append((np.frombuffer(b"".join(enc), dtype=np.uint8), poff[inv], plen[inv]))
+    out: list[bytes] = []
+    for r0 in range(0, n, SAMPLE_BATCH):
+        r1 = min(r0 + SAMPLE_BATCH, n)
+        s0, s1 = int(stack_off[r0]), int(stack_off[r1])
+        loc_bytes, loc_boff = varints(ep.stack[s0:s1].astype(np.int64) + 1)  # this batch's location ids
+        loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
+        loc_off = loc_boff[stack_off[r0:r1 + 1] - s0]
+        loc_a, loc_len = loc_off[:-1], np.diff(loc_off)
+        val_a, val_len = val_off[r0:r1], np.diff(val_off[r0:r1 + 1])
+        lh_bytes, lh_off = varints(loc_len)
+        lh_len = np.diff(lh_off)
+        lh_len[loc_len == 0] = 0  # an empty stack: no location_id field at all
+        vh_bytes, vh_off = varints(val_len)
+        vh_len = np.diff(vh_off)
+        msg = (lh_len + (loc_len > 0)) + loc_len + (1 + vh_len) + val_len
+        for _pool, _po, pl in labels:
+            msg = msg + pl[r0:r1]
+        mh_bytes, mh_off = varints(msg)
+        mh_len = np.diff(mh_off)
+        total = 1 + mh_len + msg
+        pos = np.cumsum(total) - total
+        buf = np.empty(int(total.sum()), dtype=np.uint8)
+        buf[pos] = 0x12  # Profile.sample
+        _gather(buf, pos + 1, np.frombuffer(mh_bytes, dtype=np.uint8), mh_off[:-1], mh_len)
+        pos = pos + 1 + mh_len
+        buf[pos[loc_len > 0]] = 0x0A  # Sample.location_id
+        _gather(buf, pos + 1, np.frombuffer(lh_bytes, dtype=np.uint8), lh_off[:-1], lh_len)
+        pos = pos + (lh_len + (loc_len > 0))
+        _gather(buf, pos, loc_src, loc_a, loc_len)
+        pos = pos + loc_len
+        buf[pos] = 0x12  # Sample.value
+        _gather(buf, pos + 1, np.frombuffer(vh_bytes, dtype=np.uint8), vh_off[:-1], vh_len)
+        pos = pos + 1 + vh_len
+        _gather(buf, pos, val_src, val_a, val_len)
+        pos = pos + val_len
+        for pool, po, pl in labels:
+            _gather(buf, pos, pool, po[r0:r1], pl[r0:r1])
+            pos = pos + pl[r0:r1]
+        out.append(buf.tobytes())
+    return out
+
+
+# -- vectorized messages: a "part" is (source bytes, start per row, length per row); _rows
+# concatenates parts row by row into (bytes, row offsets)
+
+def _rows(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    lens = sum(p[2] for p in parts)
+    off = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    buf = np.empty(int(off[-1]), dtype=np.uint8)
+    pos = off[:-1]
+    for src, start, ln in parts:
+        _gather(buf, pos, src, start, ln)
+        pos = pos + ln
+    return buf, off
+
+
+def _const(b: bytes, n: int, present: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ln = np.full(n, len(b), dtype=np.int64) if present is None else np.where(present, len(b), 0)
+    return np.frombuffer(b, dtype=np.uint8), np.zeros(n, dtype=np.int64), ln
+
+
+def _varint_part(values: np.ndarray, present: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data, off = varints(values)
+    ln = np.diff(off)
+    if present is not None:
+        ln[~present] = 0
+    return np.frombuffer(data, dtype=np.uint8), off[:-1], ln
+
+
+def _fields(*cols: tuple[int, np.ndarray]) -> list:
+    """Varint fields (field number, values) per row, each omitted where 0 (as :func:`field_varint`)."""
+    parts = []
+    for field, values in cols:
+        nz = values != 0
+        parts += [_const(_key(field, _VARINT), len(values), nz), _varint_part(values, nz)]
+    return parts
+
+
+def _wrap(field: int, msg: tuple[np.ndarray, np.ndarray]) -> list:
+    """Each row's bytes as a length-delimited field (as :func:`field_bytes`)."""
+    data, off = msg
+    ln = np.diff(off)
+    return [_const(_key(field, _LEN), len(ln)), _varint_part(ln), (data, off[:-1], ln)]
+
+
+_U64 = (1 << 64) - 1
+
+
+def _int64s(values: list[int]) -> np.ndarray | None:
+    """``values`` as int64 (a uint64 above 2**63 as its two's complement, as
+    :func:`varint` encodes it); None when one does not fit 64 bits."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        if values and (min(values) < -(1 << 63) or max(values) > _U64):
+            return None
+        return np.fromiter((v & _U64 for v in values), dtype=np.uint64, count=len(values)).view(np.int64)
+
+
+def _locations_and_functions(ep: ExportProfile, st: StringTable) -> list[bytes] | None:
+    """The Location messages (one per frame) then the Function messages (one per
+    distinct name, system name, file), as the frame loop of :func:`encode` writes
+    them; strings are interned in the same order. None (nothing interned) when a
+    frame's number does not fit 64 bits: the loop then writes them."""
+    frames = ep.frames
+    nf = len(frames)
+    if not nf:
+        return []
+    lines = _int64s([f.line for f in frames])
+    maps = _int64s([f.mapping for f in frames])
+    addrs = _int64s([f.address for f in frames])
+    if lines is None or maps is None or addrs is None:
+        return None
+    functions: dict[tuple[str, str, str], int] = {}
+    func_of: list[int] = []
+    fcols: list[tuple[int, int, int]] = []
+    for f in frames:
+        fkey = (f.name, f.system_name, f.file)
+        func_id = functions.get(fkey)
+        if func_id is None:
+            func_id = functions[fkey] = len(functions) + 1
+            fcols.append((st(f.name), st(f.system_name or f.name), st(f.file)))
+        func_of.append(func_id)
+    line = _rows(_fields((1, np.array(func_of, dtype=np.int64)), (2, lines)))
+    loc = _rows(_fields((1, np.arange(1, nf + 1, dtype=np.int64)), (2, maps), (3, addrs)) + _wrap(4, line))
+    fa = np.array(fcols, dtype=np.int64).reshape(-1, 3)
+    func = _rows(_fields((1, np.arange(1, len(fa) + 1, dtype=np.int64)), (2, fa[:, 0]), (3, fa[:, 1]), (4, fa[:, 2])))
+    return [_rows(_wrap(4, loc))[0].tobytes(), _rows(_wrap(5, func))[0].tobytes()]
+
+
+def encode(ep: ExportProfile) -> bytes:
+    """The serialized (not compressed) Profile message of ``ep``."""
+    ep.validate()
+    st = StringTable()
+    out: list[bytes] = []
+    for t in ep.sample_types:
+        out.append(field_bytes(1, _value_type(st, t)))
+
+    # labels are few distinct values: cache their encodings
+    k_pid, k_tid, k_cpu, k_comm = st("pid"), st("tid"), st("cpu"), st("comm")
+    label_cache: dict[tuple[int, int, bool], bytes] = {}
+
+    def label(key: int, value: int, is_str: bool) -> bytes:
+        ck = (key, value, is_str)
+        b = label_cache.get(ck)
+        if b is None:
+            body = field_varint(1, key) + (field_varint(2, value) if is_str else field_varint(3, value) or _key(3, 0) + b"\x00")
+            b = label_cache[ck] = field_bytes(3, body)
+        return b
+
+    comm_idx = [st(c) for c in ep.comms]
+    if vectorized():
+        out.extend(_samples(ep, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm)))
+    else:
+        _samples_loop(ep, out, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm))
+
     for mid, m in enumerate(ep.mappings, 1):
         body = (field_varint(1, mid) + field_varint(2, m.memory_start) + field_varint(3, m.memory_limit)
                 + field_varint(4, m.file_offset) + field_varint(5, st(m.filename)) + field_varint(6, st(m.build_id))
                 + field_varint(7, int(m.has_functions)))
         out.append(field_bytes(3, body))
 
-    functions: dict[tuple[str, str, str], int] = {}
-    func_msgs: list[bytes] = []
-    for fid, f in enumerate(ep.frames, 1):
-        fkey = (f.name, f.system_name, f.file)
-        func_id = functions.get(fkey)
-        if func_id is None:
-            func_id = functions[fkey] = len(functions) + 1
-            func_msgs.append(field_bytes(5, field_varint(1, func_id) + field_varint(2, st(f.name))
-                                         + field_varint(3, st(f.system_name or f.name)) + field_varint(4, st(f.file))))
-        line = field_bytes(4, field_varint(1, func_id) + field_varint(2, f.line))
-        out.append(field_bytes(4, field_varint(1, fid) + field_varint(2, f.mapping) + field_varint(3, f.address) + line))
-    out.extend(func_msgs)
+    tables = _locations_and_functions(ep, st) if vectorized() else None
+    if tables is not None:
+        out.extend(tables)
+    else:
+        functions: dict[tuple[str, str, str], int] = {}
+        func_msgs: list[bytes] = []
+        for fid, f in enumerate(ep.frames, 1):
+            fkey = (f.name, f.system_name, f.file)
+            func_id = functions.get(fkey)
+            if func_id is None:
+                func_id = functions[fkey] = len(functions) + 1
+                func_msgs.append(field_bytes(5, field_varint(1, func_id) + field_varint(2, st(f.name))
+                                             + field_varint(3, st(f.system_name or f.name))
+                                             + field_varint(4, st(f.file))))
+            line = field_bytes(4, field_varint(1, func_id) + field_varint(2, f.line))
+            out.append(field_bytes(4, field_varint(1, fid) + field_varint(2, f.mapping) + field_varint(3, f.address)
+                                   + line))
+        out.extend(func_msgs)
 
     tail = [field_varint(9, ep.time_nanos), field_varint(10, ep.duration_nanos)]
     if ep.period_type is not None:
@@ -167,7 +362,14 @@ def encode(ep: ExportProfile) -> bytes:
     if ep.default_sample_type:
         tail.append(field_varint(14, st(ep.default_sample_type)))
     # the string table last: every index above is assigned by now
-    strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
+    if vectorized():
+        enc = [_utf8(s) for s in st.strings]
+        lens = np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))
+        data = np.frombuffer(b"".join(enc), dtype=np.uint8)
+        strings = _rows([_const(_key(6, _LEN), len(enc)), _varint_part(lens),
+                         (data, np.cumsum(lens) - lens, lens)])[0].tobytes()
+    else:
+        strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
     return b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
 
 

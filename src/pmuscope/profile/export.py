@@ -7,7 +7,6 @@ from collections import Counter
 
 import numpy as np
 
-from .flamegraph import write_html
 from .folded import format_folded, frame_name
 from .model import Profile
 
@@ -76,6 +75,8 @@ def write_folded(p: Profile, path: str, **kwargs) -> str:
 def write_flamegraph(p: Profile, path: str, *, title: str = "pmuscope flame graph", folded: Counter | None = None,
                      **kwargs) -> str:
     """Write the self-contained HTML flame graph of ``p`` to ``path``."""
+    from .flamegraph import write_html  # here: json and html are not needed by the other exports
+
     if folded is None:
         folded = folded_stacks(p)
     ev = ",".join(p.event_names)
