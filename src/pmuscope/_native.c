@@ -881,6 +881,36 @@ static PyObject *py_next_boundary(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(p);
 }
 
+/* run_walk(buf, pos, end, max_run, start, breaks) -> (pos, cut): perf.data reader's run
+ * mode (PerfDataFile._walk): follow the headers from `pos` over well-formed records whose
+ * type is not marked in `breaks` (256 bytes, one per type below 256), and stop after a
+ * record whose size is not a multiple of 8 or that brings the run (from `start`) to
+ * `max_run` bytes (cut = 1: the run ends there), or before a record the Python loop must
+ * see itself (a break type, a short or oversized header, fewer than 8 bytes left: cut = 0). */
+static PyObject *py_run_walk(PyObject *self, PyObject *args) {
+    Py_buffer b, br;
+    Py_ssize_t pos, end, max_run, start;
+    if (!PyArg_ParseTuple(args, "y*nnnny*", &b, &pos, &end, &max_run, &start, &br)) return NULL;
+    const unsigned char *d = (const unsigned char *)b.buf;
+    const unsigned char *brk = (const unsigned char *)br.buf;
+    int cut = 0;
+    if (end > b.len) end = b.len;
+    if (br.len >= 256 && pos >= 0 && max_run > 0) {
+        while (end - pos >= 8) {
+            uint32_t type;
+            uint16_t sz;
+            memcpy(&type, d + pos, 4);
+            memcpy(&sz, d + pos + 6, 2);
+            if (sz < 8 || sz > end - pos || (type < 256 && brk[type])) break;
+            pos += sz;
+            if ((sz & 7) || pos - start >= max_run) { cut = 1; break; }
+        }
+    }
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&br);
+    return Py_BuildValue("(ni)", pos, cut);
+}
+
 static PyObject *py_walk_records(PyObject *self, PyObject *args) {
     Py_buffer b;
     int aux_inline = 0;
@@ -2257,6 +2287,8 @@ static PyMethodDef methods[] = {
      "ctx_every, ctx_state, alive_every, stop[, clock]) -> (i, k, flags): pmuscope monitor's sampling loop."},
     {"next_boundary", py_next_boundary, METH_VARARGS,
      "next_boundary(data, pos, cut) -> first record boundary >= cut, or None (see pmuscope.records.native)."},
+    {"run_walk", py_run_walk, METH_VARARGS,
+     "run_walk(buf, pos, end, max_run, start, breaks) -> (pos, cut): the perf.data reader's runs of records."},
     {"walk_records", py_walk_records, METH_VARARGS,
      "walk_records(buf[, auxtrace_inline]) -> (offsets, sizes, side) or None (see pmuscope.records.native)."},
     {"sample_fields", py_sample_fields, METH_VARARGS,

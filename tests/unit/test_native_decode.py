@@ -353,3 +353,56 @@ def test_skipped_call_chains_are_still_checked():
     for on in (True, False):
         with _path(on), pytest.raises(FormatError, match=f"byte offset {int(offs[2])}.*CALLCHAIN"):
             decode_samples(bytes(buf), offs, sizes, table, 0, DecodeStats(), callchains=False)
+
+
+def _runs(data: bytes, max_run: int) -> list:
+    """The reader's run-mode walk of a whole file's bytes, as (type, offset, length) items,
+    and the error it ends with (records before a damaged one still come)."""
+    pf = PerfDataFile.__new__(PerfDataFile)
+    pos, end = 16, len(data)
+    if struct.unpack_from("<Q", data, 8)[0] != 16:  # file mode: the data section
+        pos, size = struct.unpack_from("<2Q", data, 40)
+        end = min(len(data), pos + size)
+    out = []
+    try:
+        for t, misc, view, off, payload in pf._walk(memoryview(data), pos, end, "<bytes>", max_run):
+            out.append((t, misc, off, len(view), None if payload is None else len(payload)))
+    except FormatError as err:
+        out.append(("error", str(err)))
+    return out
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+def test_reader_runs_are_the_python_loops(path):
+    """PerfDataFile._walk in run mode: the C loop (``_native.run_walk``) cuts the
+    same runs as the Python loop, at every run size, in the data of every file
+    (pipe mode: all records after the header)."""
+    from pmuscope.perfdata import reader
+
+    with _path(True):
+        assert reader._run_walker() is not None
+    with _path(False):
+        assert reader._run_walker() is None
+    data = pathlib.Path(path).read_bytes()
+    for max_run in (8, 24, 4096, 1 << 20):
+        with _path(True):
+            got = _runs(data, max_run)
+        with _path(False):
+            ref = _runs(data, max_run)
+        assert got == ref, max_run
+
+
+def test_reader_runs_on_damaged_records(tmp_path):
+    data = SMALL.read_bytes()
+    n = 0
+    for what, value, buf in mutants(data, per_type=1):
+        if not what.startswith("data "):
+            continue
+        for max_run in (64, 1 << 20):
+            with _path(True):
+                got = _runs(buf, max_run)
+            with _path(False):
+                ref = _runs(buf, max_run)
+            assert got == ref, (what, hex(value), max_run)
+        n += 1
+    assert n > 200

@@ -50,6 +50,18 @@ _RUN, _RUN_INNER = -1, -2
 #: records a run never holds: they need handling of their own (an AUXTRACE
 #: payload follows; compressed data; pipe-mode attrs and names can come late)
 _RUN_BREAK = frozenset({R.AUXTRACE, R.COMPRESSED, R.COMPRESSED2, R.HEADER_ATTR, R.EVENT_UPDATE, R.HEADER_FEATURE})
+_RUN_BREAK_MAP = bytes(1 if t in _RUN_BREAK else 0 for t in range(256))
+
+
+def _run_walker():
+    """``_native.run_walk`` (the record loop of :meth:`PerfDataFile._walk`'s
+    run mode in C) when the C record decoder is enabled; None otherwise: the
+    Python loop, the reference (``PMUSCOPE_NATIVE_DECODE=0``)."""
+    from ..records import native
+
+    if not native.enabled():
+        return None
+    return getattr(native._native, "run_walk", None)
 
 
 class Section(Plain):
@@ -628,7 +640,16 @@ class PerfDataFile:
         unpack = _HDR.unpack_from
         start = pos  # first record of the pending run
         bad: tuple[int, str] | None = None
+        fast = _run_walker() if max_run else None
         while pos < end:
+            if fast is not None:  # the C loop over the records of a run; stops where this loop must look
+                p, cut = fast(buf, pos, end, max_run, start, _RUN_BREAK_MAP)
+                if p != pos:
+                    pos = p
+                    if cut:
+                        yield _RUN, 0, buf[start:pos], start, None
+                        start = pos
+                    continue
             if end - pos < 8:
                 bad = (pos, f"{end - pos} bytes left in the data section, expected an 8-byte perf_event_header")
                 break
