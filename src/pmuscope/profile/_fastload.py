@@ -447,13 +447,14 @@ def round_safe(attrs) -> bool:
     return all(e.sample_type & abi.PerfSample.TIME and e.sample_id_all for e in attrs)
 
 
-def profile_source(pf, path: str | None = None):
+def profile_source(pf, path: str | None = None, *, callchains: bool = True):
     """The decoded stream :func:`~pmuscope.profile.build_profile` reads from
     ``pf`` (a :class:`~pmuscope.perfdata.PerfDataFile`): the data section cut
     straight from the file when it is plain (``path`` names it), else the
     reader's chunks (pipe mode, zstd-compressed data, AUX payloads, directory
     format: records copied together into ~4 MiB chunks). Either way samples are
-    decoded in large batches by :class:`RoundSource` when :func:`round_safe`;
+    decoded in large batches by :class:`RoundSource` when :func:`round_safe`
+    (``callchains=False``: without call chains, for readers that use none);
     a ``RecordSource`` (batches cut at every side-band record) otherwise."""
     from ..records import AttrTable, RecordSource
 
@@ -467,7 +468,9 @@ def profile_source(pf, path: str | None = None):
     if enabled():  # a line on a terminal's stderr while a large file loads
         size = getattr(getattr(getattr(pf, "header", None), "data", None), "size", None)
         chunks = track_chunks(chunks, size or None, f"loading {os.path.basename(path or 'perf.data')}")
-    return RoundSource(chunks, table) if round_safe(table) else RecordSource(chunks, table)
+    if round_safe(table):
+        return RoundSource(chunks, table, callchains=callchains)
+    return RecordSource(chunks, table)
 
 
 class RoundSource:

@@ -1350,7 +1350,7 @@ class _Opened:
     synthesized into samples), its decoded stream and a symbolizer."""
 
     def __init__(self, path_or_file: Any, *, symbolizer: Symbolizer | None, kernel_symbols: bool | None,
-                 itrace: str | None) -> None:
+                 itrace: str | None, callchain: bool = True) -> None:
         from ..perfdata import Feature, PerfDataFile
         from ._fastload import load_kernel_symbols, profile_source
 
@@ -1372,19 +1372,13 @@ class _Opened:
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
             if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
                 path = _plain_path(pf)
-            self.source = profile_source(pf, path)
+            self.source = profile_source(pf, path, callchains=callchain)
             a = pf.features.get(Feature.ARCH)
             self.arch = str(a) if a else None
         except BaseException:
             if own:
                 pf.close()
             raise
-
-    def skip_callchains(self) -> None:
-        """The reader uses no call chains (``callchain=False``): the decoder
-        checks them and leaves them out instead of copying them."""
-        if hasattr(self.source, "callchains"):  # RoundSource
-            self.source.callchains = False
 
     def close(self) -> None:
         if self.own:
@@ -1408,9 +1402,8 @@ def load_profile(path_or_file: Any, *, symbolizer: Symbolizer | None = None, kee
     kernel's chains alone. ``Profile.unwind_stats`` says how many stopped early.
     ``callchain=False`` reads no call chains at all (leaf frames only).
     """
-    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
-    if not callchain:
-        op.skip_callchains()
+    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace,
+                 callchain=callchain)
     try:
         prof = build_profile(op.source, event_names=op.pf.event_names, symbolizer=op.symbolizer, keep_raw=keep_raw,
                              name=op.pf.source, unwind=unwind, arch=op.arch, callchain=callchain)
@@ -1438,9 +1431,8 @@ def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = No
     comms, fewer steps, but frame, symbol and comm ids assigned in another
     order, so for readers that print by content (``script``), not reports
     that break ties by id."""
-    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace)
-    if not callchain:
-        op.skip_callchains()
+    op = _Opened(path_or_file, symbolizer=symbolizer, kernel_symbols=kernel_symbols, itrace=itrace,
+                 callchain=callchain)
     try:
         b = ProfileBuilder(op.source.attrs, event_names=op.pf.event_names, symbolizer=op.symbolizer,
                            keep_raw=keep_raw, unwind=unwind, arch=op.arch, callchain=callchain,
