@@ -109,12 +109,7 @@ def read_path(request, monkeypatch) -> str:
     subprocesses (``PMUSCOPE_NATIVE_READ``)."""
     from pmuscope.counting import counter
 
-    native = request.param == "native"
-    if native and not counter.native_read_available():
-        pytest.skip("the native helper is not built here (no C compiler at install time)")
-    monkeypatch.setattr(counter, "NATIVE_READ", native)
-    monkeypatch.setenv("PMUSCOPE_NATIVE_READ", "1" if native else "0")
-    return request.param
+    return _select_path(request, monkeypatch, counter, "NATIVE_READ", counter.native_read_available())
 
 
 @pytest.fixture(params=["native", "numpy"])
@@ -125,11 +120,18 @@ def decode_path(request, monkeypatch) -> str:
     ``PMUSCOPE_NATIVE_DECODE``."""
     from pmuscope.records import native
 
+    return _select_path(request, monkeypatch, native, "NATIVE_DECODE", native.available())
+
+
+def _select_path(request, monkeypatch, module, flag: str, built: bool) -> str:
+    """The parametrized path (``"native"`` or the reference) set in ``module.flag``
+    for this process and in ``PMUSCOPE_<flag>`` for ``pmuscope`` subprocesses;
+    the native one skipped where the helper was not built."""
     on = request.param == "native"
-    if on and not native.available():
+    if on and not built:
         pytest.skip("the native helper is not built here (no C compiler at install time)")
-    monkeypatch.setattr(native, "NATIVE_DECODE", on)
-    monkeypatch.setenv("PMUSCOPE_NATIVE_DECODE", "1" if on else "0")
+    monkeypatch.setattr(module, flag, on)
+    monkeypatch.setenv(f"PMUSCOPE_{flag}", "1" if on else "0")
     return request.param
 
 
