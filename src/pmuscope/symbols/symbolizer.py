@@ -31,6 +31,22 @@ UNKNOWN = "[unknown]"
 _PERF_CONTEXT_MAX = np.uint64(0xFFFFFFFFFFFFF001)  # (u64)-4095
 
 
+def module_dso_name(path: str) -> str | None:
+    """perf's DSO name of a kernel module mapping (util/dso.c ``__kmod_path__parse``):
+    ``/lib/modules/.../videobuf2-memops.ko[.gz|.xz]`` -> ``[videobuf2_memops]``, a
+    ``[name]`` as is; None for the kernel itself, the vdso and what is no module."""
+    base = path.rsplit("/", 1)[-1]
+    if base.startswith("["):
+        if base.startswith(("[kernel.kallsyms]", "[guest.kernel.kallsyms", "[vdso]", "[vdso32]", "[vdsox32]",
+                            "[vsyscall]")):
+            return None
+        return base
+    for ext in (".ko", ".ko.gz", ".ko.xz"):
+        if base.endswith(ext) and len(base) > len(ext):
+            return "[" + base[:-len(ext)].replace("-", "_") + "]"
+    return None
+
+
 class Resolved(Plain):
     """Columnar result of :meth:`Symbolizer.resolve_many` (one row per input ip)."""
 
@@ -317,6 +333,18 @@ class Symbolizer:
                 self._lookup_into(t, d, u[idx], idx, udso, usym, uoff)
             udso_all[rest], usym_all[rest], uoff_all[rest] = udso, usym, uoff
             udso, usym, uoff = udso_all, usym_all, uoff_all
+        elif len(rest) and self.maps.kernel_maps:
+            # no kallsyms of this kernel: the recording's own module MMAPs give module
+            # addresses their module ([name], offset in it), as perf names them without symbols
+            for m in self.maps.kernel_maps:
+                name = module_dso_name(m.filename)
+                if name is None:
+                    continue
+                a = u[rest]
+                inside = rest[(a >= np.uint64(m.start)) & (a - np.uint64(m.start) < np.uint64(m.len))]
+                if len(inside):
+                    udso[inside] = self.dso_id(name)
+                    uoff[inside] = u[inside] - np.uint64(m.start) + np.uint64(m.pgoff)
         dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
 
     def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
