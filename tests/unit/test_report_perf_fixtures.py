@@ -62,3 +62,21 @@ if __name__ == "__main__":  # regenerate with Linux perf (argv[1]: the perf bina
         out.append(f"=== {name} {opts}\n{body(r.stdout)}\n")
     with open(EXPECTED, "w") as f:
         f.write("".join(out))
+
+
+def test_script_kernel_frames_like_perf(shared_fixtures, capsys):
+    """perf script's lines for kernel addresses of another machine's recording
+    (perf 6.1's own text): module frames of a call chain as they are, with the
+    module's path; a user address sampled in kernel mode (skid) has no DSO."""
+    from pmuscope.cli.main import main
+
+    assert main(["script", "-i", str(shared_fixtures / "perf_data_converter/perf.data.callgraph-3.8")]) == 0
+    out = capsys.readouterr().out
+    assert "\tffffffffc00b4955 [unknown] (/lib/modules/3.8.11/kernel/drivers/net/wireless-3.4/ath/ath9k/" \
+           "ath9k_hw.ko)\n" in out
+    assert "\tffffffff96613abf [unknown] ([kernel.kallsyms])\n" in out
+    assert "\t           dff47 [unknown] (/lib64/libc-2.15.so)\n" in out  # user frames: map-relative
+    assert main(["script", "-i", str(shared_fixtures / "perf_data_converter/perf.data.lost_samples-4.4")]) == 0
+    out = capsys.readouterr().out
+    assert "echo  6288  3325.069513:      20003              cycles:pp:      7f1671bcf6c1 [unknown] ([unknown])\n" \
+        in out

@@ -232,6 +232,9 @@ class Profile:
     def dso_short_name(self, dso_id: int) -> str:
         """perf report's DSO column: the base name of a path, ``[kernel.kallsyms]`` as is,
         ``[JIT] tid PID`` for a JIT map /tmp/perf-PID.map (perf's name for it)."""
+        short = self.symbolizer.module_short.get(int(dso_id))
+        if short is not None:  # a kernel module known by its path
+            return short
         name = self.dso_name(dso_id)
         if name.startswith("["):
             return name

@@ -121,6 +121,8 @@ class Symbolizer:
         self._demangled: dict[int, str] = {}
         self.vdso = vdso
         self._vdso = False
+        #: DSO id -> perf's short name of a kernel module known by its path ([ath9k])
+        self.module_short: dict[int, str] = {}
 
     # -- string tables --------------------------------------------------------
     def dso_id(self, name: str) -> int:
@@ -335,7 +337,8 @@ class Symbolizer:
             udso, usym, uoff = udso_all, usym_all, uoff_all
         elif len(rest) and self.maps.kernel_maps:
             # no kallsyms of this kernel: the recording's own module MMAPs give module
-            # addresses their module ([name], offset in it), as perf names them without symbols
+            # addresses their module (its path; [name] in reports; offset in it), as perf
+            # names them without symbols
             for m in self.maps.kernel_maps:
                 name = module_dso_name(m.filename)
                 if name is None:
@@ -343,9 +346,33 @@ class Symbolizer:
                 a = u[rest]
                 inside = rest[(a >= np.uint64(m.start)) & (a - np.uint64(m.start) < np.uint64(m.len))]
                 if len(inside):
-                    udso[inside] = self.dso_id(name)
+                    d = self.dso_id(m.filename)
+                    self.module_short[d] = name
+                    udso[inside] = d
                     uoff[inside] = u[inside] - np.uint64(m.start) + np.uint64(m.pgoff)
+        self._outside_kernel_maps(u, udso, usym)
         dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
+
+    def _outside_kernel_maps(self, u, udso, usym) -> None:
+        """Kernel-mode addresses that no kernel map of the recording holds (skid past
+        a return to user space: a user address with a kernel cpumode) have no DSO,
+        as perf's ``thread__find_map`` finds none for them; only when the recording
+        has its kernel MMAP (from ``[start, start + len)``), and not those a symbol named."""
+        kmaps = self.maps.kernel_maps
+        if not any(m.filename.startswith(("[kernel.kallsyms]", "[guest.kernel.kallsyms")) for m in kmaps):
+            return
+        kd = self.dso_id(KERNEL_DSO)
+        cand = np.flatnonzero((udso == kd) & (usym < 0))
+        if not len(cand):
+            return
+        a = u[cand]
+        held = np.zeros(len(cand), dtype=bool)
+        for m in kmaps:
+            if m.len:
+                held |= (a >= np.uint64(m.start)) & (a - np.uint64(m.start) < np.uint64(m.len))
+            elif m.start == 0:  # a zero-sized kernel MMAP: perf takes the whole address space
+                held[:] = True
+        udso[cand[~held]] = -1
 
     def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
         u, inv = uniq_inv(ips[rows])
