@@ -495,8 +495,8 @@ def _format(p: Profile, fields: tuple, fs: set, chain: bool, table: np.ndarray |
                 pieces[0::2] = heads
                 pieces[1::2] = texts
                 yield b"".join(pieces)
-            else:
-                yield b"".join([h.rstrip() + b"\n" for h in heads])
+            else:  # the header alone: perf ends every field with a space, the line too
+                yield b"".join([h + b"\n" for h in heads])
 
 
 #: deepest stack formatted through the per-stack path (perf's default max is 127 frames)
