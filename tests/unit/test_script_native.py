@@ -274,3 +274,13 @@ def test_header_only_lines_end_like_perfs(env, capsysbinary, monkeypatch):
         assert cli_main(["script", "-i", path, "-F", fields]) == 0
         out = capsysbinary.readouterr().out
         assert out.startswith(first) and out.count(b"\n") == 265
+
+
+def test_fields_the_samples_do_not_have_are_refused(capsys):
+    """perf script refuses -F cpu on samples recorded without PERF_SAMPLE_CPU
+    ("Cannot print 'cpu' field"); so does pmuscope, in one line, instead of
+    printing a made-up CPU."""
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+    assert cli_main(["script", "-i", path, "-F", "comm,cpu,time"]) == 1
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "PERF_SAMPLE_CPU" in err and "leave cpu out" in err
