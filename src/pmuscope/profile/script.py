@@ -39,16 +39,42 @@ except ImportError:  # no C compiler at install time: the Python formatter serve
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
 
+class FieldChanges(tuple):
+    """``-F +period,-dso``: ``(("+", "period"), ("-", "dso"))``, changes to the
+    default fields of what was recorded (perf's ``+``/``-`` form)."""
+
+    def apply(self, base: Sequence[str]) -> tuple[str, ...]:
+        out = list(base)
+        for op, f in self:
+            if op == "+" and f not in out:
+                out.append(f)
+            elif op == "-" and f in out:
+                out.remove(f)
+        return tuple(out)
+
+
 def parse_fields(text: str | None) -> tuple[str, ...] | None:
-    """``-F comm,tid,ip`` -> a tuple; None for the default set."""
+    """``-F comm,tid,ip`` -> a tuple; None for the default set; ``-F +period,-dso``
+    (a list starting with + or -: each name added to or taken from the default
+    fields, the sign carried on to the names after it, as perf reads it) -> a
+    :class:`FieldChanges`."""
     if not text:
         return None
-    out = tuple(f.strip() for f in text.split(",") if f.strip())
-    bad = [f for f in out if f not in FIELDS]
-    if bad or not out:
+    items = [f.strip() for f in text.split(",") if f.strip()]
+    changes = bool(items) and items[0][0] in "+-"
+    ops, op = [], "+"
+    for it in items:
+        if it[0] in "+-":
+            if not changes:
+                raise PmuscopeError(f"-F {text!r}: either name the fields or change the defaults "
+                                    f"with +name/-name, not both")
+            op, it = it[0], it[1:].strip()
+        ops.append((op, it))
+    bad = [f for _, f in ops if f not in FIELDS]
+    if bad or not ops:
         raise PmuscopeError(f"-F {text!r}: unknown field(s) {', '.join(bad) or '(none)'}; "
                             f"choose from {','.join(FIELDS)}")
-    return out
+    return FieldChanges(ops) if changes else tuple(f for _, f in ops)
 
 
 def default_fields(p: Profile) -> tuple[str, ...]:
@@ -321,7 +347,8 @@ class ScriptFormatter:
 
     def __init__(self, fields: Sequence[str] | None = None, *, callchain: bool = True, batch: int = 65536,
                  native: bool | None = None) -> None:
-        self.fields = tuple(fields) if fields else None
+        self._changes = fields if isinstance(fields, FieldChanges) else None
+        self.fields = tuple(fields) if fields and self._changes is None else None
         self.callchain = callchain
         self.batch = batch
         #: the C formatter (None: unless ``PMUSCOPE_NATIVE_SCRIPT=0``); the Python one is the reference
@@ -376,8 +403,13 @@ class ScriptFormatter:
     def _plan(self, p: Profile) -> tuple[tuple, set, bool, bool]:
         if self.fields is None:
             self.fields = default_fields(p)
+            if self._changes is not None:
+                self.fields = self._changes.apply(self.fields)
         fs = set(self.fields)
-        want_frames = bool(fs & {"ip", "sym", "dso"})
+        if "symoff" in fs and "sym" not in fs:
+            raise PmuscopeError("-F: symoff (offsets in symbols) needs sym; add sym or leave symoff out")
+        # perf prints sym, symoff and dso beside an ip only (and call chains only with ip)
+        want_frames = "ip" in fs
         chain = self.callchain and p.has_callchain and want_frames
         return self.fields, fs, want_frames, chain
 
