@@ -149,7 +149,7 @@ def test_report_text_is_perfs_on_recordings(perf_bin, name, opts):
     assert body(ours.stdout) == body(theirs.stdout)
 
 
-SCRIPT_OPTS = ["-F -ip", "-F +period,-ip", "-F comm,tid,sym,dso", "-F -dso", "-F comm,tid,ip,dso", "--max-stack 1",
+SCRIPT_OPTS = ["--ns", "--ns -G --deltatime", "-F -ip", "-F +period,-ip", "-F comm,tid,sym,dso", "-F -dso", "-F comm,tid,ip,dso", "--max-stack 1",
                "--reltime", "--deltatime -G", "--deltatime --max-stack 3", "--header-only", "--header -G"]
 
 

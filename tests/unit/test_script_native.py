@@ -216,7 +216,7 @@ def test_environment_selects_the_formatter(monkeypatch):
     assert ScriptFormatter().native
 
 
-CLI_VARIANTS = [[], ["-G"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cpu,time,event,ip,sym,symoff,dso,"
+CLI_VARIANTS = [[], ["-G"], ["--ns"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cpu,time,event,ip,sym,symoff,dso,"
                 "period"], ["-F", "comm,tid,time,event,trace"], ["-F", "pid,cpu,time,period"], ["--comm", "perf"],
                 ["--cpu", "0"]]
 
@@ -320,3 +320,16 @@ def test_time_and_stack_options(env, capsys, monkeypatch):
     assert cli_main(["script", "-i", path, "-F", "-dso"]) == 0
     out = capsys.readouterr().out
     assert "(" not in out and "\tffffffff" in out and "cpu-clock:" in out
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_ns_times(env, capsys, monkeypatch):
+    """--ns prints the nanoseconds the file holds (perf-g-small's first sample: 1006.582394xxx)."""
+    monkeypatch.setenv("PMUSCOPE_NATIVE_SCRIPT", env)
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+    from pmuscope.profile import load_profile
+
+    t0 = int(load_profile(path).time[0])
+    assert cli_main(["script", "-i", path, "-G", "--ns", "-F", "time"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"{t0 // 10**9:5d}.{t0 % 10**9:09d}: " and first.startswith(" 1006.582394")

@@ -30,6 +30,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-G", "--hide-call-graph", action="store_true", help="do not print call chains")
     p.add_argument("--max-stack", type=int, metavar="N", help="print at most N frames of each call chain "
                    "(innermost first, as perf)")
+    p.add_argument("--ns", action="store_true", help="times with nanoseconds")
     tg = p.add_mutually_exclusive_group()
     tg.add_argument("--reltime", action="store_true", help="times since the first sample")
     tg.add_argument("--deltatime", action="store_true", help="times since the sample before")
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
         first = join_chunks([first, *chunks])
         unwind_note(first, "script")
-    fmt = ScriptFormatter(fields, callchain=show_chain)
+    fmt = ScriptFormatter(fields, callchain=show_chain, ns=args.ns)
     sys.stdout.flush()
     write = sys.stdout.buffer.write
     last, newest, disordered = first, -1, False
