@@ -229,13 +229,9 @@ class Profile:
     def dso_short_name(self, dso_id: int) -> str:
         """perf report's DSO column: the base name of a path, ``[kernel.kallsyms]`` as is,
         ``[JIT] tid PID`` for a JIT map /tmp/perf-PID.map (perf's name for it)."""
-        name = self.dso_name(dso_id)
-        if name.startswith("["):
-            return name
-        base = os.path.basename(name) or name
-        if base.startswith("perf-") and base.endswith(".map") and base[5:-4].isdigit():
-            return f"[JIT] tid {base[5:-4]}"
-        return base
+        from .report_format import short_dso_name
+
+        return short_dso_name(self.dso_name(dso_id))
 
     def sym_name(self, sym_id: int) -> str:
         return self.symbolizer.sym_name(int(sym_id))
