@@ -1,0 +1,502 @@
+"""``pmuscope report`` of a small perf.data file without numpy.
+
+why: ``import numpy`` alone is ~40-60 ms here, more than five times what
+``perf report --stdio`` takes on a file of a few tens of samples (~11-14 ms).
+For such a file this module computes the overhead table with plain Python:
+it reads the records with ``struct`` (:class:`~pmuscope.perfdata.PerfDataFile`,
+:func:`~pmuscope.records.types.parse_sideband`,
+:func:`~pmuscope.records._scalar.parse_sample`), keeps comms and address
+spaces (:class:`~pmuscope.symbols.maps.Maps`) as
+:class:`~pmuscope.profile.model.ProfileBuilder` does, reads only the ELF
+symbols near the sampled addresses and prints through
+:mod:`pmuscope.profile.report_format`, the module the numpy path prints with.
+
+It is a second implementation of what the numpy path computes, so it is kept
+to a narrow, common case and *declines* (raises :class:`Decline`; the command
+then takes the numpy path, the reference) on anything else:
+
+* a regular file in file mode, its data section at most
+  :data:`MAX_DATA_BYTES`, not compressed, one event (attr) whose samples hold
+  only IP, TID, TIME (required), ID, STREAM_ID, CPU, PERIOD, IDENTIFIER or
+  ADDR, with ``sample_id_all``; no call chains, branch stacks, registers,
+  stacks, raw or aux data;
+* user-mode samples only (no kernel, guest or hypervisor sample), each in a
+  file-backed mapping of its process (no anonymous/JIT memory, no ``[vdso]``
+  or other special mapping, no address without a mapping), of a thread with
+  a known comm;
+* 64-bit little-endian ELF files (or none at all: the address is then
+  unresolved, as on the numpy path), their symbols taken from the file
+  :func:`~pmuscope.symbols.dso.find_symtab` picks (own ``.symtab``, debug
+  file by build-id/debuglink, build-id cache, ``.dynsym``), one symbol per
+  address by perf's rules (``SymbolTable.from_elf``); no sample near a PLT
+  section (the synthesized ``name@plt`` symbols are not built here);
+* records only of the kinds a plain ``perf record`` writes, each side-band
+  record time-stamped, and no record older than a round already flushed
+  (perf's FINISHED_ROUND rule then orders everything by time, which is what
+  is done here: side-band records before samples of the same time);
+* a table whose rows are told apart by what they print (no two rows with the
+  same text, no pid/tid row whose threads had different comms).
+
+The options it takes are the table's: ``--stdio``, ``--json``, ``-n``,
+``--sort``, ``--percent-limit``, ``--pid``/``--tid``/``--comm``/``--cpu``/``--time``;
+the command hands everything else to the numpy path. ``PMUSCOPE_REPORT_LITE=0``
+turns this path off.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import warnings
+from bisect import bisect_right
+
+from ..kernel import abi
+from .report_format import DEFAULT_SORT, Report, ReportRow, format_report, report_json, short_dso_name
+
+#: files whose data section is larger go to the numpy path
+MAX_DATA_BYTES = 256 << 10
+
+R = abi.PerfRecord
+S = abi.PerfSample
+_M64 = (1 << 64) - 1
+_USER = abi.PERF_RECORD_MISC_USER
+_CPUMODE_MASK = abi.PERF_RECORD_MISC_CPUMODE_MASK
+_MMAP_DATA = abi.PERF_RECORD_MISC_MMAP_DATA
+#: sample_type bits this path decodes (IP, TID and TIME are required too)
+_SAMPLE_BITS = int(S.IP | S.TID | S.TIME | S.ID | S.STREAM_ID | S.CPU | S.PERIOD | S.IDENTIFIER | S.ADDR)
+_NEEDED_BITS = int(S.IP | S.TID | S.TIME)
+#: records whose content does not change the table (besides LOST/LOST_SAMPLES, counted)
+_IGNORED = frozenset(int(t) for t in (R.EXIT, R.THROTTLE, R.UNTHROTTLE, R.SWITCH, R.SWITCH_CPU_WIDE,
+                                      R.NAMESPACES, R.KSYMBOL, R.BPF_EVENT, R.CGROUP, R.FINISHED_INIT,
+                                      R.ID_INDEX, R.THREAD_MAP, R.CPU_MAP, R.TIME_CONV, R.HEADER_BUILD_ID,
+                                      R.EVENT_UPDATE))  # EVENT_UPDATE: names are read from it in pipe mode only
+_STATE = frozenset(int(t) for t in (R.MMAP, R.MMAP2, R.COMM, R.FORK))
+#: ELF sections whose addresses get synthesized ``name@plt`` symbols on the numpy path
+_PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
+#: event types of plain counters and tracepoints (no AUX-area PMU)
+_PLAIN_TYPES = (abi.PERF_TYPE_HARDWARE, abi.PERF_TYPE_SOFTWARE, abi.PERF_TYPE_TRACEPOINT, abi.PERF_TYPE_HW_CACHE,
+                abi.PERF_TYPE_RAW, abi.PERF_TYPE_BREAKPOINT)
+
+
+class Decline(Exception):
+    """The input or the options are outside what this path handles: use the numpy path."""
+
+
+def enabled() -> bool:
+    """False when ``PMUSCOPE_REPORT_LITE=0`` (the numpy path only: the reference)."""
+    return os.environ.get("PMUSCOPE_REPORT_LITE", "1") != "0"
+
+
+# --- symbols -------------------------------------------------------------------------
+class LiteDso:
+    """An ELF file and where its symbols come from, read only around the
+    addresses asked for (:meth:`lookup`); what :func:`~pmuscope.symbols.dso.load_elf_dso`
+    and ``SymbolTable.from_elf`` give for those addresses."""
+
+    def __init__(self, path: str, elf, build_id: str | None, found) -> None:
+        self.path = path
+        self.elf = elf
+        self.build_id = build_id
+        self.found = found  # (ElfFile, section, how) or None: no symbols
+        self._syms = None
+
+    def map_to_vaddr(self, ip: int, start: int, pgoff: int) -> int:
+        """``ElfDso.map_to_vaddr`` of one address (``offset_to_vaddr`` through the PT_LOAD segments)."""
+        from ..symbols.elf import PF_X
+
+        elf = self.elf
+        text = [s for s in elf.load_segments if s.p_flags & PF_X]
+        if text and all(s.p_filesz == 0 and s.p_memsz > 0 for s in text):
+            raise Decline("a debug-only file")
+        off = (ip - start + pgoff) & _M64
+        loads = sorted(elf.load_segments, key=lambda s: s.p_offset)
+        i = bisect_right([s.p_offset for s in loads], off) - 1
+        if i < 0:
+            return off
+        s = loads[i]
+        return (off + ((s.p_vaddr - s.p_offset) & _M64)) & _M64
+
+    def _load(self):
+        if self._syms is not None:
+            return self._syms
+        from ..errors import FormatError
+
+        try:
+            return self._read_symbols()
+        except FormatError:  # load_elf_dso's caller keeps no symbols then
+            raise Decline("an unreadable symbol table") from None
+
+    def _read_symbols(self):
+        from ..symbols.elf import SHF_ALLOC, SHF_COMPRESSED
+
+        symfile, section, _ = self.found
+        if not (symfile.elf64 and symfile.little_endian and self.elf.elf64 and self.elf.little_endian):
+            raise Decline("not a 64-bit little-endian ELF file")
+        sec = symfile.section(section)
+        if sec.sh_flags & SHF_COMPRESSED or (sec.sh_entsize and sec.sh_entsize != 24) or \
+                not 0 < sec.sh_link < len(symfile.sections):
+            raise Decline("an unusual symbol table")
+        count = sec.sh_size // 24
+        data = symfile.read(sec.sh_offset, count * 24, f"section {section}")
+        strtab = symfile.section_data(symfile.sections[sec.sh_link])
+        if not strtab:
+            raise Decline("an empty string table")
+        words = memoryview(data).cast("Q")
+        labels = [0 if not s.sh_flags & SHF_ALLOC else 1 if "text" in s.name else 2 if "data" in s.name else 0
+                  for s in symfile.sections]
+        values = words[1::3].tolist()
+        plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in self.elf.sections if s.name in _PLT_SECTIONS]
+        self._syms = (words, values, sorted(set(values)), strtab, labels, plt)
+        return self._syms
+
+    def _wanted(self, j: int) -> bool:
+        """Whether symbol ``j`` is one ``SymbolTable.from_elf`` keeps (include_objects=False)."""
+        words, values, _, strtab, labels, _ = self._syms
+        w = words[3 * j]
+        name_off, info, other, shndx = w & 0xFFFFFFFF, (w >> 32) & 0xFF, (w >> 40) & 0xFF, w >> 48
+        stt = info & 0xF
+        ok = stt in (2, 10) and shndx != 0 and (shndx < 0xFF00 or shndx == 0xFFF1)  # FUNC, GNU_IFUNC
+        if not ok and labels:  # perf's code labels: NOTYPE, visible, in an allocated "text" section
+            ok = stt == 0 and name_off != 0 and shndx != 0 and shndx < len(labels) and \
+                (other & 3) not in (1, 2) and labels[shndx] == 1
+        return ok and values[j] != 0 and name_off < len(strtab) and strtab[name_off] != 0x24  # "$"
+
+    def _at(self, v: int) -> list[int]:
+        """Indexes of the wanted symbols at address ``v``."""
+        values = self._syms[1]
+        out, j = [], -1
+        while True:
+            try:
+                j = values.index(v, j + 1)
+            except ValueError:
+                return out
+            if self._wanted(j):
+                out.append(j)
+
+    def _best(self, cands: list[int]) -> tuple[int, int]:
+        """perf's choice among symbols at one address (``from_elf``'s
+        lexsort): sized, not weak, global, fewer leading underscores, longer
+        name, then the first; returns (index, name offset)."""
+        words, _, _, strtab, _, _ = self._syms
+        best = None
+        for j in cands:
+            w = words[3 * j]
+            off, bind, size = w & 0xFFFFFFFF, (w >> 36) & 0xF, words[3 * j + 2]
+            e = strtab.find(b"\0", off)
+            nlen = (len(strtab) if e < 0 else e) - off
+            under = 0
+            for k in range(3):
+                if under == k and strtab[min(off + k, len(strtab) - 1)] == 0x5F and nlen > k:
+                    under += 1
+            key = (-(size > 0), bind == 2, -(bind == 1), under, -nlen, j)
+            if best is None or key < best:
+                best = key
+        return best[-1], words[3 * best[-1]] & 0xFFFFFFFF
+
+    def lookup(self, q: int) -> tuple[int, str] | None:
+        """``(symbol start, raw name)`` of the symbol holding link-time address
+        ``q``, or None (no symbol covers it)."""
+        if self.found is None:
+            return None
+        words, _, starts, strtab, _, plt = self._load()
+        i = bisect_right(starts, q) - 1
+        cands: list[int] = []
+        while i >= 0 and starts[i] != 0:
+            cands = self._at(starts[i])
+            if cands:
+                break
+            i -= 1
+        s = starts[i] if cands else 0
+        if any(lo <= q and hi > s for lo, hi in plt):
+            raise Decline("an address near a PLT section")
+        if not cands:
+            return None
+        j, off = self._best(cands)
+        size = words[3 * j + 2]
+        if size:
+            end = (s + size) & _M64
+        else:
+            end = None
+            for k in range(i + 1, len(starts)):
+                if self._at(starts[k]):
+                    end = starts[k]
+                    break
+            if end is None:
+                raise Decline("the last symbol of a file without a size")
+        if q >= end:
+            return None
+        e = strtab.find(b"\0", off)
+        return s, strtab[off:e if e >= 0 else len(strtab)].decode("utf-8", "replace")
+
+
+def _load_dso(path: str, *, debug_root: str, buildid_dir: str | None, expect_build_id: str | None) -> LiteDso:
+    """The :class:`~pmuscope.symbols.dso.DsoCache` loader of this path (``load_elf_dso``'s signature)."""
+    from ..symbols.dso import find_symtab
+    from ..symbols.elf import ElfFile
+
+    elf = ElfFile.open(path)
+    build_id = elf.build_id
+    return LiteDso(path, elf, build_id, find_symtab(path, elf, build_id, debug_root=debug_root,
+                                                     buildid_dir=buildid_dir, expect_build_id=expect_build_id))
+
+
+def _sym_label(name: str) -> str:
+    """``Symbolizer.sym_name``: the name demangled (the demangler is imported
+    only for a name it would change)."""
+    base = name.partition("@")[0]
+    if base.startswith(("_Z", "__Z", "_R", "__R")):
+        from ..symbols.demangle import demangle
+
+        return demangle(name)
+    return name
+
+
+# --- reading -----------------------------------------------------------------------------
+class _Sample:
+    __slots__ = ("time", "seq", "pid", "tid", "cpu", "period", "ip")
+
+
+def _read(path: str):
+    """``(event name, lost, time-ordered items)`` of the file; items are
+    ``(time, 0, seq, side-band record)`` and ``(time, 1, seq, _Sample)``."""
+    from ..perfdata import Feature
+    from ..perfdata.reader import PerfDataFile
+    from ..records._scalar import parse_sample
+    from ..records.attrs import AttrTable
+    from ..records.types import parse_sideband
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pf = PerfDataFile(path)
+    try:
+        if caught or pf.feature_errors:
+            raise Decline("a damaged header (the numpy path reports it)")
+        h = pf.header
+        if pf.pipe or pf.directory_format or Feature.COMPRESSED in h.feature_bits:
+            raise Decline("pipe mode, directory or compressed data")
+        if h.data.size > MAX_DATA_BYTES:
+            raise Decline("a large file")
+        if len(pf.attrs) != 1:
+            raise Decline("several events")
+        a = pf.attrs[0].attr
+        st = int(a.sample_type)
+        if st & ~_SAMPLE_BITS or st & _NEEDED_BITS != _NEEDED_BITS or not a.sample_id_all or \
+                int(a.type) not in _PLAIN_TYPES:
+            raise Decline("a sample layout outside the plain case")
+        table = AttrTable([(x.attr, x.ids) for x in pf.attrs], names=[x.name for x in pf.attrs])
+        entry = table[0]
+        default_period = max(int(a.sample_period), 1) if not a.freq else 1
+        has_period = bool(st & S.PERIOD)
+        lost = lost_samples = 0
+        items: list[tuple] = []
+        seq = 0
+        max_time = next_flush = 0
+        flushed = -1  # newest time of the rounds the numpy path has resolved so far
+        for type_, misc, mv, off in pf.raw_records():
+            if type_ == R.SAMPLE:
+                if misc & _CPUMODE_MASK != _USER:
+                    raise Decline("a sample that is not in user mode")
+                d = parse_sample(mv, 0, len(mv), entry, off)
+                s = _Sample()
+                s.time, s.pid, s.tid, s.ip = d["time"], d["pid"], d["tid"], d["ip"]
+                s.cpu = d.get("cpu", -1)
+                p = d["period"] if has_period else default_period
+                s.period = p or 1
+                t = s.time
+                kind = 1
+                rec = s
+            elif type_ in _STATE:
+                rec = parse_sideband(mv, 0, type_, misc, len(mv), table, off)
+                if rec is None or rec.sample_id is None or rec.sample_id.time is None:
+                    raise Decline("a damaged or untimed side-band record")
+                t = rec.sample_id.time
+                kind = 0
+            elif type_ == R.FINISHED_ROUND:
+                flushed = max(flushed, next_flush)
+                next_flush = max_time
+                continue
+            elif type_ in (R.LOST, R.LOST_SAMPLES):
+                rec = parse_sideband(mv, 0, type_, misc, len(mv), table, off)
+                if rec is None:
+                    raise Decline("a damaged LOST record")
+                if type_ == R.LOST:
+                    lost += rec.lost
+                else:
+                    lost_samples += rec.lost
+                continue
+            elif type_ in _IGNORED:
+                continue
+            else:
+                raise Decline(f"a record of type {type_}")
+            if t <= flushed:
+                raise Decline("a record older than a flushed round")
+            if t > max_time:
+                max_time = t
+            seq += 1
+            if kind == 1:
+                s.seq = seq
+            items.append((t, kind, seq, rec))
+        if pf.data_error is not None:
+            raise Decline("damaged data (the numpy path reports it)")
+        name = pf.event_names[0]
+    finally:
+        pf.close()
+    items.sort(key=lambda x: x[:3])
+    return name, lost_samples or lost, items
+
+
+# --- the report -----------------------------------------------------------------------------
+def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: float = 0.0, pids=None, tids=None,
+          comms=None, cpus=None, time_range=None) -> Report:
+    """The :class:`~pmuscope.profile.report_format.Report` of ``path`` that
+    ``build_report`` makes of its profile (filtered as ``Profile.filter``
+    does); :class:`Decline` when the file is outside this path's case."""
+    from ..symbols.dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache
+    from ..symbols.maps import Maps
+
+    if not os.path.isfile(path):
+        raise Decline("not a regular file")
+    event, lost, items = _read(path)
+    maps = Maps()
+    comm_of: dict[int, str] = {0: "swapper"}  # perf names the idle task (pid/tid 0) "swapper"
+    cache = DsoCache(debug_root=DEFAULT_DEBUG_ROOT, buildid_dir=DEFAULT_BUILDID_DIR, loader=_load_dso)
+    frames: dict[tuple, tuple] = {}  # (mapping, ip) -> (dso name, LiteDso or None, address)
+    picked = []  # (sample, comm, frame)
+    want_pids = set(pids) if pids is not None else None
+    want_tids = set(tids) if tids is not None else None
+    want_cpus = set(cpus) if cpus is not None else None
+    want_comms = set(comms) if comms is not None else None
+    lo, hi = time_range if time_range is not None else (None, None)
+    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+        raise Decline("a negative time")
+    for _, kind, _, rec in items:
+        if kind == 0:
+            rtype = rec.type
+            if rtype in (R.MMAP, R.MMAP2):
+                if rec.pid in (-1, 0xFFFFFFFF) or rec.misc & _CPUMODE_MASK == 1:
+                    continue  # a kernel map: no user address is in it
+                if not (rtype == R.MMAP2 and not rec.prot & 4) and not (rtype == R.MMAP and rec.misc & _MMAP_DATA):
+                    maps.apply(rec)
+            elif rtype == R.COMM:
+                comm_of[rec.tid] = rec.comm  # an exec keeps the maps until new ones overlap them
+            else:  # FORK
+                parent = comm_of.get(rec.ptid)
+                if parent is None:
+                    parent = comm_of.get(rec.ppid)
+                if parent is not None:
+                    comm_of[rec.tid] = parent
+                if rec.pid != rec.ppid:
+                    maps.apply(rec)
+            continue
+        comm = comm_of.get(rec.tid)
+        if comm is None:
+            raise Decline("a thread without a comm")
+        ip = rec.ip
+        if ip >= 1 << 48:
+            raise Decline("an address no user mapping holds")
+        space = maps.spaces.get(rec.pid)
+        m = space.find(ip) if space is not None else None
+        if m is None or m.is_anon or m.filename.startswith("["):
+            raise Decline("an address outside a file mapping")
+        if not ((want_pids is None or rec.pid in want_pids) and (want_tids is None or rec.tid in want_tids)
+                and (want_cpus is None or rec.cpu in want_cpus) and (want_comms is None or comm in want_comms)
+                and (lo is None or rec.time >= lo) and (hi is None or rec.time <= hi)):
+            continue
+        key = (m, ip)
+        fr = frames.get(key)
+        if fr is None:
+            fname = m.filename[:-10] if m.filename.endswith(" (deleted)") else m.filename
+            dso = cache.get(fname, m.build_id)
+            if dso is None:
+                fr = (m.filename, None, (ip - m.start + m.pgoff) & _M64)
+            else:
+                fr = (m.filename, dso, dso.map_to_vaddr(ip, m.start, m.pgoff), (ip - m.start + m.pgoff) & _M64)
+            frames[key] = fr
+        picked.append((rec, comm, fr))
+    return _table(event, lost, picked, sort, percent_limit)
+
+
+def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_limit: float) -> Report:
+    rep = Report(event, len(picked), sum(s.period for s, _, _ in picked), lost, sort)
+    if not picked:
+        return rep
+    syms: dict[tuple, tuple] = {}  # frame -> (sym key, label, resolved?)
+    rows: dict[tuple, list] = {}
+    for s, comm, fr in picked:
+        sy = syms.get(fr)
+        if sy is None:
+            hit = fr[1].lookup(fr[2]) if fr[1] is not None else None
+            if hit is not None:
+                sy = ((id(fr[1]), hit[0]), _sym_label(hit[1]), 0)
+            else:  # unresolved: one entry per (DSO, map-relative address)
+                addr = fr[-1]
+                sy = ((fr[0], addr), f"{addr:#018x}" if addr else "0" * 16, 1)
+            syms[fr] = sy
+        key = tuple(comm if k == "comm" else s.pid if k == "pid" else s.tid if k == "tid" else
+                    s.cpu if k == "cpu" else fr[0] if k == "dso" else sy[0] for k in sort)
+        row = rows.get(key)
+        if row is None:
+            rows[key] = [s.period, 1, comm, s, fr, sy]
+        else:
+            row[0] += s.period
+            row[1] += 1
+    if "comm" not in sort:
+        # a pid/tid row shows the comm of the first sample of that pid/tid
+        for k in ("pid", "tid"):
+            if k in sort:
+                seen: dict[int, str] = {}
+                for s, comm, _ in picked:
+                    if seen.setdefault(getattr(s, k), comm) != comm:
+                        raise Decline(f"a {k} whose threads had different comms")
+    total = float(rep.total_period)
+    if total >= 2.0 ** 53:
+        raise Decline("periods too large to sum exactly")
+    out = []
+    for period, count, comm, s, fr, sy in rows.values():
+        keys: dict = {}
+        disp: dict = {}
+        order: list = [-float(period)]
+        for k in sort:
+            if k == "comm":
+                keys[k] = disp[k] = comm
+                order.append(comm)
+            elif k in ("pid", "tid"):
+                v = s.pid if k == "pid" else s.tid
+                keys[k] = v
+                disp[k] = f"{v}:{comm}"
+                order.append(v)
+            elif k == "cpu":
+                keys[k] = s.cpu
+                disp[k] = f"{s.cpu:03d}"
+                order.append(s.cpu)
+            elif k == "dso":
+                keys[k] = disp[k] = short_dso_name(fr[0])
+                order.append(keys[k])
+            else:
+                keys[k] = sy[1]
+                disp[k] = f"[.] {sy[1]}"
+                # resolved symbols by name, then unresolved ones by address
+                order.append((sy[2], fr[-1]) if sy[2] else (0, sy[1]))
+        out.append((order, period, count, keys, disp))
+    if len({tuple(o[4].values()) for o in out}) != len(out):
+        raise Decline("two rows that print the same")
+    out.sort(key=lambda o: o[0])
+    limit = percent_limit * total / 100.0
+    scale = 100.0 / total if total else 0.0
+    for _, period, count, keys, disp in out:
+        p = float(period)
+        if not (p >= limit and p > 0):
+            continue
+        rep.rows.append(ReportRow(keys, count, p, p * scale))
+        rep.display.append(disp)
+    return rep
+
+
+def report(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, as_json: bool = False, show_samples: bool = False,
+           **kw) -> str:
+    """What ``pmuscope report`` prints for ``path`` (text, or ``--json``);
+    :class:`Decline` when this path does not take the file."""
+    rep = build(path, sort=sort, **kw)
+    if as_json:
+        return report_json([rep]) + "\n"
+    return format_report(rep, show_samples=show_samples)
