@@ -2004,7 +2004,7 @@ typedef struct {
     size_t ctab_cap;
     /* rows */
     rs_vec rkeys; /* (nk + 1) per row */
-    rs_vec rhash, period, count, first, time;
+    rs_vec rhash, period, count, first, time, tid; /* time, tid: of each row's first sample */
     int64_t *rtab;
     size_t rtab_cap;
 } rs_coll;
@@ -2023,6 +2023,7 @@ static void rs_coll_destroy(PyObject *cap) {
     rs_vec_free(&s->count);
     rs_vec_free(&s->first);
     rs_vec_free(&s->time);
+    rs_vec_free(&s->tid);
     free(s);
 }
 
@@ -2104,14 +2105,14 @@ static int64_t rs_intern_chain(rs_coll *s, const int32_t *fr, int64_t len) {
 }
 
 static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
-    PyObject *cap, *stack_o, *count_o;
-    Py_buffer keys_b, off_b, period_b, time_b, stack_b = {0}, count_b = {0};
+    PyObject *cap, *stack_o, *count_o, *tid_o = Py_None;
+    Py_buffer keys_b, off_b, period_b, time_b, stack_b = {0}, count_b = {0}, tid_b = {0};
     long long first0;
-    if (!PyArg_ParseTuple(args, "Oy*Oy*y*Oy*L", &cap, &keys_b, &stack_o, &off_b, &period_b, &count_o, &time_b,
-                          &first0))
+    if (!PyArg_ParseTuple(args, "Oy*Oy*y*Oy*L|O", &cap, &keys_b, &stack_o, &off_b, &period_b, &count_o, &time_b,
+                          &first0, &tid_o))
         return NULL;
     PyObject *result = NULL;
-    int have_stack = 0, have_count = 0;
+    int have_stack = 0, have_count = 0, have_tid = 0;
     rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
     if (!s) goto done;
     if (stack_o != Py_None) {
@@ -2122,13 +2123,19 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(count_o, &count_b, PyBUF_C_CONTIGUOUS) < 0) goto done;
         have_count = 1;
     }
+    if (tid_o != Py_None) {
+        if (PyObject_GetBuffer(tid_o, &tid_b, PyBUF_C_CONTIGUOUS) < 0) goto done;
+        have_tid = 1;
+    }
     int nk = s->nk, w = nk + 1;
     Py_ssize_t n = period_b.len / 8;
     const int64_t *keys = keys_b.buf, *off = off_b.buf, *count = have_count ? count_b.buf : NULL;
     const uint64_t *period = period_b.buf, *time = time_b.buf;
     const int32_t *stack = have_stack ? stack_b.buf : NULL;
     Py_ssize_t m = have_stack ? stack_b.len / 4 : 0;
+    const int64_t *tid = have_tid ? tid_b.buf : NULL;
     int ok = keys_b.len == n * nk * 8 && time_b.len == n * 8 && (!have_count || count_b.len == n * 8) &&
+             (!have_tid || tid_b.len == n * 8) &&
              (!have_stack || (off_b.len == (n + 1) * 8 && off[0] >= 0 && off[n] <= m));
     for (Py_ssize_t i = 0; ok && have_stack && i < n; i++)
         if (off[i + 1] < off[i]) ok = 0;
@@ -2172,7 +2179,7 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
         s->rkeys.n += (size_t)w;
         if (rs_vec_push(&s->rhash, (int64_t)h) < 0 || rs_vec_push(&s->period, (int64_t)period[i]) < 0 ||
             rs_vec_push(&s->count, cnt) < 0 || rs_vec_push(&s->first, first0 + i) < 0 ||
-            rs_vec_push(&s->time, (int64_t)time[i]) < 0)
+            rs_vec_push(&s->time, (int64_t)time[i]) < 0 || rs_vec_push(&s->tid, tid ? tid[i] : 0) < 0)
             goto done;
         s->rtab[j] = (int64_t)nr;
     }
@@ -2180,6 +2187,7 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
 done:
     if (have_stack) PyBuffer_Release(&stack_b);
     if (have_count) PyBuffer_Release(&count_b);
+    if (have_tid) PyBuffer_Release(&tid_b);
     PyBuffer_Release(&keys_b);
     PyBuffer_Release(&off_b);
     PyBuffer_Release(&period_b);
@@ -2191,10 +2199,10 @@ static PyObject *py_collapse_result(PyObject *self, PyObject *cap) {
     rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
     if (!s) return NULL;
 #define RS_BA(p, nbytes) PyByteArray_FromStringAndSize((const char *)(p), (Py_ssize_t)(nbytes))
-    return Py_BuildValue("(NNNNNNN)", RS_BA(s->rkeys.a, s->rkeys.n * 8), RS_BA(s->period.a, s->period.n * 8),
+    return Py_BuildValue("(NNNNNNNN)", RS_BA(s->rkeys.a, s->rkeys.n * 8), RS_BA(s->period.a, s->period.n * 8),
                          RS_BA(s->count.a, s->count.n * 8), RS_BA(s->first.a, s->first.n * 8),
                          RS_BA(s->time.a, s->time.n * 8), RS_BA(s->cfr, s->cfr_n * 4),
-                         RS_BA(s->coff.a, s->coff.n * 8));
+                         RS_BA(s->coff.a, s->coff.n * 8), RS_BA(s->tid.a, s->tid.n * 8));
 #undef RS_BA
 }
 

@@ -98,3 +98,23 @@ def test_tracepoint_payloads_like_perf_script(perf_bin, tmp_path):
     for a, b in zip(ours, theirs):
         assert a.split()[0] == b.split()[0]  # tid
         assert dict(fields.findall(a)) == dict(fields.findall(b)), (a, b)
+
+
+def test_small_report_text_is_perfs(perf_bin, tmp_path):
+    """A few tens of user-space samples of several short processes (bash,
+    pyenv, python3 ...): many rows tie, so perf's order of equal rows, its
+    column widths and the sample count's unit all show. The whole table is
+    perf's, byte for byte (past perf's first '#' lines and its closing tip)."""
+    path = str(tmp_path / "small.data")
+    r = subprocess.run([perf_bin, "record", "-q", "-e", "cpu-clock:u", "-c", "2000000", "-o", path, "--",
+                        sys.executable, "-c", "sum(range(2 * 10**6))"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        pytest.skip(f"perf record failed here: {r.stderr.strip()[-200:]}")
+    from tests.unit.test_report_perf_order import body
+
+    theirs = subprocess.run([perf_bin, "report", "--stdio", "-i", path], capture_output=True, text=True,
+                            timeout=120).stdout
+    ours = subprocess.run([sys.executable, "-m", "pmuscope", "report", "--stdio", "-i", path], capture_output=True,
+                          text=True, timeout=120).stdout
+    assert body(theirs).count("\n") >= 8, theirs  # enough rows to mean something
+    assert body(ours) == body(theirs)

@@ -57,7 +57,7 @@ def test_terminal_opens_the_browser(tmp_path):
             proc.kill()
             proc.wait()
     screen = log.read_bytes().decode("utf-8", "replace")
-    assert "Samples: 265 of event" in screen and "q quit" in screen
+    assert "Samples: 265  of event" in screen and "q quit" in screen
     assert "# Children" not in screen  # not the text report
 
 

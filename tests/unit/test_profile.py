@@ -263,7 +263,7 @@ def test_folded_stacks(tmp_path):
 def test_empty_stream(tmp_path):
     p = _profile(tmp_path, [synth.comm(100, 100, "app", sample_id=sid(1))])
     rep = build_report(p)
-    assert len(p) == 0 and rep.rows == [] and "# Samples: 0 of event 'cpu-clock'" in format_report(rep)
+    assert len(p) == 0 and rep.rows == [] and "# Samples: 0  of event 'cpu-clock'" in format_report(rep)
 
 
 def _fixture_cases():

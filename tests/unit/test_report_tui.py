@@ -44,7 +44,7 @@ def _row_lines(text):
 def test_rows_match_the_text_report():
     app, prof, screens = _drive([])
     start = screens[0][1]
-    assert "Samples: 265 of event 'cpu-clock'" in start
+    assert "Samples: 265  of event 'cpu-clock'" in start  # perf's unit character, a space
     assert "keys: Enter expand" in start and "q quit" in start
     rep = build_report(prof, ("comm", "dso", "sym"), children=True)
     first = _row_lines(start)[0].split()

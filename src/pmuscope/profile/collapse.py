@@ -59,6 +59,7 @@ def _reduce(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, np.
     pick[run[at][::-1]] = at[::-1]  # the first such position of each run
     out["first"] = first
     out["time"] = cols["time"][order][pick]
+    out["tid0"] = cols["tid0"][order][pick]
     return out
 
 
@@ -120,7 +121,7 @@ class Collapser:
             self._add_native(c)
             return
         cols = {k: self._chain_of(c) if k == "chain" else getattr(c, k).astype(np.int64) for k in self.keys}
-        cols.update({"period": c.period.astype(np.uint64), "time": c.time,
+        cols.update({"period": c.period.astype(np.uint64), "time": c.time, "tid0": c.tid,
                      "count": np.ones(n, dtype=np.int64) if c.count is None else c.count.astype(np.int64),
                      "first": self._seen + np.arange(n, dtype=np.int64)})
         self._seen += n
@@ -141,12 +142,13 @@ class Collapser:
                                np.ascontiguousarray(c.stack_offsets, dtype=np.int64),
                                np.ascontiguousarray(c.period, dtype=np.uint64),
                                None if c.count is None else np.ascontiguousarray(c.count, dtype=np.int64),
-                               np.ascontiguousarray(c.time, dtype=np.uint64), self._seen)
+                               np.ascontiguousarray(c.time, dtype=np.uint64), self._seen,
+                               np.ascontiguousarray(c.tid, dtype=np.int64))
         self._seen += n
 
     def _native_rows(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """The C rows (in first-sample order) as columns, and the chains (frames, offsets)."""
-        rk, period, count, first, time, cfr, coff = self._nat.collapse_result(self._ncol)
+        rk, period, count, first, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol)
         first = np.frombuffer(first, dtype=np.int64)
         w = len(self._nkeys) + 1
         mat = np.frombuffer(rk, dtype=np.int64).reshape(len(first), w)
@@ -154,7 +156,7 @@ class Collapser:
         if "chain" in self.keys:
             cols["chain"] = mat[:, w - 1].copy()
         cols.update(period=np.frombuffer(period, dtype=np.uint64), count=np.frombuffer(count, dtype=np.int64),
-                    first=first, time=np.frombuffer(time, dtype=np.uint64))
+                    first=first, time=np.frombuffer(time, dtype=np.uint64), tid0=np.frombuffer(tid0, dtype=np.int64))
         return cols, np.frombuffer(cfr, dtype=np.int32), np.frombuffer(coff, dtype=np.int64)
 
     def _merge(self) -> None:
@@ -183,6 +185,8 @@ class Collapser:
             cols = {k: v[order] for k, v in cols.items()}
             nrows = len(order)
             have_chains = bool(self._chains)
+        if "tid" not in cols:
+            cols["tid"] = cols["tid0"]  # a row's thread: its first sample's, as its time (perf's he->thread)
         for k in KEYS:
             if k not in cols:
                 cols[k] = np.zeros(nrows, dtype=np.int64)
@@ -204,7 +208,8 @@ class Collapser:
             frame_sym=last.frame_sym, frame_off=last.frame_off, frame_kernel=last.frame_kernel, comms=last.comms,
             event_names=last.event_names, symbolizer=last.symbolizer, has_callchain=last.has_callchain,
             has_cpu=last.has_cpu, has_time=last.has_time, lost=last.lost, stats=last.stats, source=last.source,
-            tp_formats=last.tp_formats, unwind_stats=last.unwind_stats, count=cols["count"])
+            tp_formats=last.tp_formats, unwind_stats=last.unwind_stats, count=cols["count"],
+            thread_comm=last.thread_comm)
 
 
     def period_histogram(self) -> tuple[np.ndarray, np.ndarray]:

@@ -212,6 +212,9 @@ class Profile:
     #: samples each row stands for (a collapsed profile, :func:`~pmuscope.profile.collapse.collapse_chunks`:
     #: one row per distinct sample, its ``period`` the sum); None: one sample a row
     count: np.ndarray | None = None
+    #: tid -> comm id of each thread at the end of what was read (perf's
+    #: ``thread__comm_str``: the Pid:Command column and the Command column's width)
+    thread_comm: dict | None = None
 
     def __len__(self) -> int:
         return len(self.pid)
@@ -266,7 +269,7 @@ class Profile:
         kw["count"] = self.count[mask] if self.count is not None else None
         for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                      "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
-                     "tp_formats", "unwind_stats"):
+                     "tp_formats", "unwind_stats", "thread_comm"):
             kw[name] = getattr(self, name)
         return Profile(raw=raw, raw_offsets=raw_off, **kw)
 
@@ -1015,6 +1018,9 @@ class ProfileBuilder:
                 if ok.any():
                     starts = np.fromiter((m.start for m in space), np.uint64, len(space))
                     pgoffs = np.fromiter((m.pgoff for m in space), np.uint64, len(space))
+                    ident = np.fromiter((m.identity for m in space), bool, len(space))
+                    ii = idx[ok]
+                    ok[ok] = ~ident[ii]  # anonymous memory: the address itself, as perf
                     ii = idx[ok]
                     addr[rows[ok]] = seg[ok] - starts[ii] + pgoffs[ii]
         fids = np.arange(self._nframes, self._nframes + len(ips), dtype=np.int64)
@@ -1187,7 +1193,7 @@ class ProfileBuilder:
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
             lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
             truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
-            unwind_stats=self.unwinder.stats if self.unwinder is not None else None)
+            unwind_stats=self.unwinder.stats if self.unwinder is not None else None, thread_comm=self._comm_of)
         del o
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
@@ -1248,7 +1254,7 @@ def join_chunks(chunks: Iterable[Profile]) -> Profile:
         kw["truncated"] = np.concatenate([c.truncated for c in parts])
     for name in ("frame_ip", "frame_addr", "frame_dso", "frame_sym", "frame_off", "frame_kernel", "comms",
                  "event_names", "symbolizer", "has_callchain", "has_cpu", "has_time", "lost", "stats", "source",
-                 "tp_formats", "unwind_stats"):
+                 "tp_formats", "unwind_stats", "thread_comm"):
         kw[name] = getattr(last, name)
     prof = Profile(**kw)
     if prof.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():

@@ -31,9 +31,12 @@ from .model import Profile, uniq, uniq_first, uniq_inv
 from .report_format import (DEFAULT_SORT, SORT_KEYS, _HEADERS, Report, ReportRow, _nr, format_callchain,  # noqa: F401
                             format_report, parse_sort, report_json)
 
-def _frame_sym_keys(p: Profile) -> np.ndarray:
+def _frame_sym_keys(p: Profile, by_dso: bool = True) -> np.ndarray:
     """A dense symbol key per frame: (dso, symbol) for resolved frames,
-    (dso, map-relative address) for unresolved ones."""
+    (dso, map-relative address) for unresolved ones -- or the address alone
+    without ``by_dso``: perf's ``sort__sym_cmp`` compares two unresolved
+    entries by address only, so with no ``dso`` sort key one address in
+    several DSOs is one row."""
     nf = len(p.frame_sym)
     if nf == 0:
         return np.zeros(0, dtype=np.int64)
@@ -45,7 +48,8 @@ def _frame_sym_keys(p: Profile) -> np.ndarray:
     unk = ~known
     if unk.any():
         # rank of each (dso, address) pair in lexicographic order (np.unique(axis=0), sort based)
-        d, a = p.frame_dso[unk].astype(np.uint64), p.frame_addr[unk].astype(np.uint64)
+        a = p.frame_addr[unk].astype(np.uint64)
+        d = p.frame_dso[unk].astype(np.uint64) if by_dso else np.zeros(len(a), np.uint64)
         order = np.lexsort((a, d))
         sd, sa = d[order], a[order]
         flag = np.ones(len(order), dtype=bool)
@@ -87,7 +91,7 @@ def _frame_keys(p: Profile, sort) -> tuple[np.ndarray, int, np.ndarray]:
         if k == "dso":
             cols.append(p.frame_dso.astype(np.int64))
         elif k == "sym":
-            cols.append(_frame_sym_keys(p))
+            cols.append(_frame_sym_keys(p, by_dso="dso" in sort))
     if cols and "sym" in sort:
         # perf's [k]/[.] level is part of what a row shows
         cols.append(p.frame_kernel.astype(np.int64))
@@ -192,6 +196,17 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     s_names = [k for k in sort if k in ("comm", "pid", "tid", "cpu")]
     f_names = [k for k in sort if k in ("dso", "sym")]
     dso_cache: dict[int, str] = {}
+    tc = p.thread_comm
+    final_comm: dict[int, str] = {}
+
+    def thread_comm(s: int) -> str:
+        """The current name of sample ``s``'s thread (its own name when unknown)."""
+        t = int(p.tid[s])
+        name = final_comm.get(t)
+        if name is None:
+            c = tc.get(t) if tc is not None else None
+            name = final_comm[t] = p.comms[int(p.comm[s]) if c is None else c]
+        return name
     sp = (self_period[order] * (100.0 / total) if total else np.zeros(len(order))).tolist()
     cp = (child_period[order] * (100.0 / total) if total else np.zeros(len(order))).tolist() \
         if child_period is not None else None
@@ -210,7 +225,8 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
                 elif name in ("pid", "tid"):
                     v = int(getattr(p, name)[s])
                     keys[name] = v
-                    disp[name] = f"{v}:{p.comms[int(p.comm[s])]}"
+                    # perf's "%7d:%-*.*s" of the thread and its current name
+                    disp[name] = f"{v:7d}:{thread_comm(s)}"
                 else:
                     keys[name] = int(p.cpu[s])
                     disp[name] = f"{int(p.cpu[s]):03d}"
@@ -240,12 +256,104 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
             row.children_period = cpd[i]
         rep.rows.append(row)
         rep.display.append({**sl[1], **fl[1]})
+    if "comm" in sort and tc is not None and rep.rows:
+        # util/hist.c hists__calc_col_len: thread__comm_len of each entry's thread
+        rep.fixed_width["comm"] = max(len(_HEADERS["comm"]), max(len(thread_comm(s)) for s in set(s_of.tolist())))
+    if "dso" in sort and len(f_of) and (p.frame_sym[f_of] < 0).any():
+        # util/hist.c hists__set_unres_dso_col_len: room for an unresolved address
+        rep.min_width["dso"] = 16
+    perm = _perf_tie_order(p, sort, main[order], self_period[order], s_of, f_of)
+    if perm is not None:
+        rep.rows = [rep.rows[i] for i in perm]
+        rep.display = [rep.display[i] for i in perm]
+        uk = uk[np.asarray(perm, dtype=np.int64)]
     if rep.call_graph is not None and rep.call_graph.enabled:
         trees = build_call_trees(p, sample_key=skey, nf=nf, frame_key=fkey, rows=uk, children=use_children,
                                  params=rep.call_graph, total=total, max_stack=max_stack)
         for row, tree in zip(rep.rows, trees):
             row.callchain = tree
     return rep
+
+
+def _name_key(text: str) -> bytes:
+    """A name as C's strcmp sees it: its bytes (invalid ones kept as surrogate escapes)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: np.ndarray,
+                    s_of: np.ndarray, f_of: np.ndarray) -> list[int] | None:
+    """The order perf prints rows whose overhead is equal (None: no such rows).
+
+    perf sorts its output by the sort list ``[overhead_children,] overhead,
+    <--sort keys>`` (util/sort.c ``setup_overhead`` prepends the overhead
+    fields; util/hist.c ``hist_entry__sort``): after the period, each key in
+    turn by its ``se_sort`` (or ``se_cmp``) function -- comm, dso and symbol
+    names in ascending strcmp order, an entry without a map or without a
+    symbol after those with one (``cmp_null``), pid/tid and cpu ascending.
+    Entries still equal (two unresolved addresses, or two symbols of one
+    name) keep the order of perf's collapsed tree, whose ``se_collapse``/
+    ``se_cmp`` order is: unresolved addresses ascending, symbols of one name
+    by DSO name then start address."""
+    n = len(main)
+    if n < 2:
+        return None
+    tie = (main[1:] == main[:-1]) & (self_[1:] == self_[:-1])
+    if not tie.any():
+        return None
+    # runs of rows equal in both periods (already in descending order of them)
+    starts = np.flatnonzero(np.concatenate(([True], ~tie)))
+    ends = np.append(starts[1:], n)
+    s_list, f_list = s_of.tolist(), f_of.tolist()
+    comm_names: dict[int, bytes] = {}
+    dso_keys: dict[int, tuple] = {}
+
+    def comm_key(s: int) -> bytes:
+        c = int(p.comm[s])
+        k = comm_names.get(c)
+        if k is None:
+            k = comm_names[c] = _name_key(p.comms[c])
+        return k
+
+    def dso_key(fr: int) -> tuple:
+        d = int(p.frame_dso[fr])
+        k = dso_keys.get(d)
+        if k is None:
+            k = dso_keys[d] = (1, b"") if d < 0 else (0, _name_key(p.dso_short_name(d)))
+        return k
+
+    def key(i: int) -> tuple:
+        s, fr = s_list[i], f_list[i]
+        first: list = []
+        then: list = []
+        for name in sort:
+            if name == "comm":
+                k = comm_key(s)
+                first.append(k)
+                then.append(k)
+            elif name in ("pid", "tid", "cpu"):
+                v = int(getattr(p, name)[s])
+                first.append(v)
+                then.append(v)
+            elif name == "dso":
+                k = dso_key(fr)
+                first.append(k)
+                then.append(k)
+            else:  # sym
+                sym = int(p.frame_sym[fr])
+                addr = int(p.frame_addr[fr])
+                if sym < 0:
+                    first.append((1, b""))
+                    then.append((0, addr))
+                else:
+                    first.append((0, _name_key(p.sym_name(sym))))
+                    then.append((1, dso_key(fr), addr - int(p.frame_off[fr])))
+        return (*first, *then)
+
+    perm = list(range(n))
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        if b - a > 1:
+            perm[a:b] = sorted(range(a, b), key=key)
+    return perm
 
 
 def _counts(k: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:

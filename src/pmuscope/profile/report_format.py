@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 SORT_KEYS = ("comm", "pid", "tid", "dso", "sym", "cpu")
 DEFAULT_SORT = ("comm", "dso", "sym")
-_HEADERS = {"comm": "Command", "pid": "Pid:Command", "tid": "Tid:Command", "dso": "Shared Object",
+_HEADERS = {"comm": "Command", "pid": "    Pid:Command", "tid": "    Tid:Command", "dso": "Shared Object",
             "sym": "Symbol", "cpu": "CPU"}
 
 
@@ -95,7 +95,8 @@ class ReportRow(Plain):
 class Report(Plain):
     """The aggregated report of one event (or of all events together)."""
 
-    _fields = ("event", "samples", "total_period", "lost", "sort", "rows", "children", "display", "call_graph")
+    _fields = ("event", "samples", "total_period", "lost", "sort", "rows", "children", "display", "call_graph",
+               "min_width", "fixed_width")
 
     event: str
     samples: int
@@ -108,10 +109,16 @@ class Report(Plain):
     display: list[dict[str, str]]
     #: how the rows' call graphs were built and are drawn (None: no call graphs)
     call_graph: CallGraphParams | None
+    #: least width of a column (perf widens the DSO column to 16 when an entry has no symbol)
+    min_width: dict[str, int]
+    #: exact width of a column, longer values cut (perf's Command column: the longest
+    #: current name of the rows' threads, not of the names shown)
+    fixed_width: dict[str, int]
 
     def __init__(self, event: str, samples: int, total_period: int, lost: int, sort: tuple[str, ...],
                  rows: list[ReportRow] | None = None, children: bool = False,
-                 display: list[dict[str, str]] | None = None, call_graph: CallGraphParams | None = None) -> None:
+                 display: list[dict[str, str]] | None = None, call_graph: CallGraphParams | None = None,
+                 min_width: dict[str, int] | None = None, fixed_width: dict[str, int] | None = None) -> None:
         self.event = event
         self.samples = samples
         self.total_period = total_period
@@ -121,6 +128,8 @@ class Report(Plain):
         self.children = children
         self.display = [] if display is None else display
         self.call_graph = call_graph
+        self.min_width = {} if min_width is None else min_width
+        self.fixed_width = {} if fixed_width is None else fixed_width
 
     def to_json(self) -> dict:
         """The JSON contract: samples, lost, event, rows (highest overhead first).
@@ -146,8 +155,10 @@ class Report(Plain):
 
 
 def _nr(n: int) -> str:
-    """perf's sample count with a unit (``convert_unit``: 1618 -> 1K)."""
-    unit = ""
+    """perf's sample count with its unit character (``convert_unit``: 1618 ->
+    ``1K``, 96 -> ``96 ``: the unit is a space below 1001, so perf's header
+    reads ``# Samples: 96  of event``)."""
+    unit = " "
     for u in "KMG":
         if n > 1000:
             n //= 1000
@@ -173,6 +184,13 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     for k in rep.sort:
         cols.append((_HEADERS[k], [d[k] for d in rep.display], False))
     widths = [max([len(h)] + [len(v) for v in vals]) for h, vals, _ in cols]
+    for i, k in enumerate(rep.sort):
+        j = len(cols) - len(rep.sort) + i
+        widths[j] = max(widths[j], rep.min_width.get(k, 0))
+        if k in rep.fixed_width:
+            w = widths[j] = rep.fixed_width[k]
+            h, vals, right = cols[j]
+            cols[j] = (h, [v[:w] for v in vals], right)
     # perf pads the percentage columns to at least 8 characters
     widths = [max(w, 8) if right else w for w, (_, _, right) in zip(widths, cols)]
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 U64_MAX = (1 << 64) - 1
 
 PROT_EXEC = 4
+MAP_HUGETLB = 0x40000
 
 _R_MMAP, _R_COMM, _R_FORK, _R_MMAP2, _R_KSYMBOL = 1, 3, 7, 10, 17  # enum perf_event_type
 _CPUMODE_MASK, _MISC_KERNEL = 7, 1
@@ -104,6 +105,16 @@ class Mapping:
         """True for anonymous memory (perf: ``is_anon_memory``), where JIT code lives."""
         f = self.filename
         return not f or f.startswith(ANON_NAMES) or f.startswith("/memfd:")
+
+    @property
+    def identity(self) -> bool:
+        """perf maps addresses in this mapping to themselves (``identity__map_ip``):
+        anonymous memory (``//anon``, ``/dev/zero``, ``/anon_hugepage``, MAP_HUGETLB)
+        and memory without a DSO (``[stack...``, ``/SYSV...``, ``[heap]``), util/map.c
+        ``map__new``. Elsewhere a map-relative address is ``ip - start + pgoff``."""
+        f = self.filename
+        return (f == "//anon" or f.startswith(("/dev/zero", "/anon_hugepage", "[stack", "/SYSV"))
+                or f == "[heap]" or bool(self.flags & MAP_HUGETLB))
 
     @property
     def is_special(self) -> bool:

@@ -331,9 +331,14 @@ class Symbolizer:
             sel = np.flatnonzero(midx == mi)
             addrs = u[sel]
             if mi < 0:
+                # no mapping: perf shows [unknown]; a JIT map still names the addresses it
+                # has a symbol for (code made executable by mprotect gets no MMAP record)
                 pm = self.perf_map(pid)
                 if pm is not None:
                     self._lookup_into(pm.table(), self.dso_id(pm.dso), addrs, sel, udso, usym, uoff)
+                    miss = sel[usym[sel] < 0]
+                    udso[miss] = -1
+                    uoff[miss] = u[miss]
                 continue
             m = space[int(mi)]
             self._resolve_mapping(pid, m, addrs, sel, udso, usym, uoff)

@@ -37,7 +37,7 @@ from textual.binding import Binding  # noqa: E402
 from textual.containers import VerticalScroll  # noqa: E402
 from textual.widgets import Footer, Input, Static, Tree  # noqa: E402
 
-from ..profile.report import _HEADERS, build_report  # noqa: E402
+from ..profile.report import _HEADERS, _nr, build_report  # noqa: E402
 
 SORT_PRESETS: list[tuple[str, ...]] = [("comm", "dso", "sym"), ("dso", "sym"), ("sym",), ("comm",), ("pid",),
                                        ("tid", "comm")]
@@ -178,7 +178,7 @@ class ReportApp(App):
         widths = getattr(self, "widths", {})
         cols = ("Children  " if rep is not None and rep.children else "") + "Overhead  " + \
             "  ".join(f"{_HEADERS[k]:<{widths.get(k, 0)}}" for k in self.sort)
-        lines = [f"Samples: {rep.samples if rep else 0} of event '{self._event_name()}', "
+        lines = [f"Samples: {_nr(rep.samples if rep else 0)} of event '{self._event_name()}', "
                  f"Event count (approx.): {rep.total_period if rep else 0}   {self.source}{zoom}{search}",
                  f"sort {','.join(self.sort)}   {self.rows_shown} rows" + (f"   {self.message}" if self.message else ""),
                  "keys: Enter expand  t thread  d dso  s symbol  / search  k sort  e event  a annotate  b back  q quit",
