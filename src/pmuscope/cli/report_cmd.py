@@ -190,10 +190,11 @@ def _collapsible(args: argparse.Namespace) -> bool:
     return os.environ.get("PMUSCOPE_REPORT_STREAM", "1") != "0"
 
 
-def _lite_report(args: argparse.Namespace, sort: tuple[str, ...]) -> str | None:
+def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: bool = False) -> str | None:
     """The output of the numpy-free path (:mod:`pmuscope.profile.lite`) for a
     small file and the table's options, or None: that path declined (the
-    numpy path, the reference, runs then; ``PMUSCOPE_REPORT_LITE=0`` always)."""
+    numpy path, the reference, runs then; ``PMUSCOPE_REPORT_LITE=0`` always).
+    ``strict`` (tests): an error other than the path's own ``Decline`` is raised."""
     if os.environ.get("PMUSCOPE_REPORT_LITE", "1") == "0":
         return None
     if args.itrace or args.html or args.folded or args.flamegraph or args.children or args.inverted or \
@@ -219,7 +220,11 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...]) -> str | None:
     try:
         return lite.report(args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
                            percent_limit=args.percent_limit, **filters)
-    except Exception:  # noqa: BLE001 - lite.Decline, or anything unusual: the numpy path reads the file
+    except lite.Decline:
+        return None
+    except Exception:  # noqa: BLE001 - anything unusual (a damaged file ...): the numpy path reads it
+        if strict:
+            raise
         return None
 
 

@@ -28,8 +28,8 @@ then takes the numpy path, the reference) on anything else:
   unresolved, as on the numpy path), their symbols taken from the file
   :func:`~pmuscope.symbols.dso.find_symtab` picks (own ``.symtab``, debug
   file by build-id/debuglink, build-id cache, ``.dynsym``), one symbol per
-  address by perf's rules (``SymbolTable.from_elf``); no sample near a PLT
-  section (the synthesized ``name@plt`` symbols are not built here);
+  address by perf's rules (``SymbolTable.from_elf``, with the synthesized
+  ``name@plt`` symbols of ``ElfFile.plt_symbols``; an IFUNC slot declines);
 * records only of the kinds a plain ``perf record`` writes, each side-band
   record time-stamped, and no record older than a round already flushed
   (perf's FINISHED_ROUND rule then orders everything by time, which is what
@@ -99,6 +99,7 @@ class LiteDso:
         self.build_id = build_id
         self.found = found  # (ElfFile, section, how) or None: no symbols
         self._syms = None
+        self._plt: list | None = None
 
     def map_to_vaddr(self, ip: int, start: int, pgoff: int) -> int:
         """``ElfDso.map_to_vaddr`` of one address (``offset_to_vaddr`` through the PT_LOAD segments)."""
@@ -145,7 +146,11 @@ class LiteDso:
         labels = [0 if not s.sh_flags & SHF_ALLOC else 1 if "text" in s.name else 2 if "data" in s.name else 0
                   for s in symfile.sections]
         values = words[1::3].tolist()
-        plt = [(s.sh_addr, s.sh_addr + s.sh_size) for s in self.elf.sections if s.name in _PLT_SECTIONS]
+        # where PLT symbols can be: the PLT sections, and as far as .rela.plt's entries reach
+        rel = self.elf.section(".rela.plt") or self.elf.section(".rel.plt")
+        slots = rel.sh_size // (rel.sh_entsize or 8) if rel is not None else 0
+        plt = [(s.sh_addr, max(s.sh_addr + s.sh_size, s.sh_addr + 32 + slots * max(16, s.sh_entsize)))
+               for s in self.elf.sections if s.name in _PLT_SECTIONS]
         self._syms = (words, values, sorted(set(values)), strtab, labels, plt)
         return self._syms
 
@@ -173,12 +178,12 @@ class LiteDso:
             if self._wanted(j):
                 out.append(j)
 
-    def _best(self, cands: list[int]) -> tuple[int, int]:
-        """perf's choice among symbols at one address (``from_elf``'s
-        lexsort): sized, not weak, global, fewer leading underscores, longer
-        name, then the first; returns (index, name offset)."""
+    def _keyed(self, cands: list[int]) -> list[tuple]:
+        """``(perf's preference key, size, raw name)`` of symbols ``cands``
+        (``from_elf``'s lexsort: sized, not weak, global, fewer leading
+        underscores, longer name, then the first)."""
         words, _, _, strtab, _, _ = self._syms
-        best = None
+        out = []
         for j in cands:
             w = words[3 * j]
             off, bind, size = w & 0xFFFFFFFF, (w >> 36) & 0xF, words[3 * j + 2]
@@ -188,17 +193,44 @@ class LiteDso:
             for k in range(3):
                 if under == k and strtab[min(off + k, len(strtab) - 1)] == 0x5F and nlen > k:
                     under += 1
-            key = (-(size > 0), bind == 2, -(bind == 1), under, -nlen, j)
-            if best is None or key < best:
-                best = key
-        return best[-1], words[3 * best[-1]] & 0xFFFFFFFF
+            name = strtab[off:off + nlen].decode("utf-8", "replace")
+            out.append(((-(size > 0), bind == 2, -(bind == 1), under, -nlen, j), size, name))
+        return out
+
+    def _plt_entries(self) -> list[tuple[int, int, str, int]]:
+        """``(address, size, name, index)`` of the synthesized ``name@plt``
+        symbols (``dso._with_plt``), by address; read when an address asks."""
+        if self._plt is None:
+            from ..errors import FormatError
+
+            try:
+                plt = self.elf.plt_symbols()
+            except FormatError:
+                plt = []
+            n = len(self._syms[1])
+            self._plt = sorted(((a, z, name, n + k) for k, (a, z, name, _) in enumerate(plt)), key=lambda e: e[0])
+        return self._plt
+
+    def _plt_keyed(self, entries) -> list[tuple]:
+        out = []
+        for a, z, name, idx in entries:
+            if not name or name[0] == "$":
+                raise Decline("an IFUNC PLT slot (named from its resolver on the numpy path)")
+            raw = name.encode()
+            under = 0
+            for k in range(3):
+                if under == k and len(raw) > k and raw[k] == 0x5F:
+                    under += 1
+            out.append(((-(z > 0), False, -1, under, -len(raw), idx), z, name))
+        return out
 
     def lookup(self, q: int) -> tuple[int, str] | None:
         """``(symbol start, raw name)`` of the symbol holding link-time address
-        ``q``, or None (no symbol covers it)."""
+        ``q``, or None (no symbol covers it): ``SymbolTable.from_elf`` of the
+        table plus its PLT symbols, asked for one address."""
         if self.found is None:
             return None
-        words, _, starts, strtab, _, plt = self._load()
+        _, _, starts, _, _, plt_ranges = self._load()
         i = bisect_right(starts, q) - 1
         cands: list[int] = []
         while i >= 0 and starts[i] != 0:
@@ -207,26 +239,36 @@ class LiteDso:
                 break
             i -= 1
         s = starts[i] if cands else 0
-        if any(lo <= q and hi > s for lo, hi in plt):
-            raise Decline("an address near a PLT section")
-        if not cands:
+        keyed = self._keyed(cands)
+        plt = None
+        if any(lo <= q and hi > s for lo, hi in plt_ranges):
+            plt = self._plt_entries()
+            k = bisect_right([e[0] for e in plt], q)
+            if k and plt[k - 1][0] >= s:
+                sp = plt[k - 1][0]
+                at = [e for e in plt if e[0] == sp]
+                keyed = (keyed if sp == s else []) + self._plt_keyed(at)
+                s = sp
+        if not keyed:
             return None
-        j, off = self._best(cands)
-        size = words[3 * j + 2]
+        key, size, name = min(keyed)
         if size:
             end = (s + size) & _M64
-        else:
+        else:  # perf's symbols__fixup_end: up to the next symbol
             end = None
-            for k in range(i + 1, len(starts)):
+            for k in range(bisect_right(starts, s), len(starts)):
                 if self._at(starts[k]):
                     end = starts[k]
                     break
+            if any(lo < (end if end is not None else _M64) and hi > s for lo, hi in plt_ranges):
+                nxt = [e[0] for e in self._plt_entries() if e[0] > s]
+                if nxt and (end is None or nxt[0] < end):
+                    end = nxt[0]
             if end is None:
                 raise Decline("the last symbol of a file without a size")
         if q >= end:
             return None
-        e = strtab.find(b"\0", off)
-        return s, strtab[off:e if e >= 0 else len(strtab)].decode("utf-8", "replace")
+        return s, name
 
 
 def _load_dso(path: str, *, debug_root: str, buildid_dir: str | None, expect_build_id: str | None) -> LiteDso:
@@ -413,82 +455,112 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
                 fr = (m.filename, dso, dso.map_to_vaddr(ip, m.start, m.pgoff), (ip - m.start + m.pgoff) & _M64)
             frames[key] = fr
         picked.append((rec, comm, fr))
-    return _table(event, lost, picked, sort, percent_limit)
+    return _table(event, lost, picked, sort, percent_limit, comm_of)
 
 
-def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_limit: float) -> Report:
+def _name_key(text: str) -> bytes:
+    """A name as C's strcmp sees it (``report._name_key``)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_limit: float,
+           thread_comm: dict[int, str]) -> Report:
+    """``build_report`` of the picked samples ``(sample, comm, frame)``:
+    rows by the sort keys, highest period first, rows of equal period in
+    perf's order (``report._perf_tie_order``), Pid:Command and the Command
+    column's width from each row's first thread's current name (``thread_comm``)."""
     rep = Report(event, len(picked), sum(s.period for s, _, _ in picked), lost, sort)
     if not picked:
         return rep
-    syms: dict[tuple, tuple] = {}  # frame -> (sym key, label, resolved?)
+    total = float(rep.total_period)
+    if total >= 2.0 ** 53:
+        raise Decline("periods too large to sum exactly")
+    by_dso = "dso" in sort
+    s_names = [k for k in sort if k in ("comm", "pid", "tid", "cpu")]
+    syms: dict[tuple, tuple] = {}  # frame -> (sym key, label, resolved?, start as a map-relative address)
     rows: dict[tuple, list] = {}
+    first_of: dict[tuple, object] = {}  # sample-level key -> its first sample (build_report's srep)
     for s, comm, fr in picked:
         sy = syms.get(fr)
         if sy is None:
             hit = fr[1].lookup(fr[2]) if fr[1] is not None else None
+            addr = fr[-1]
             if hit is not None:
-                sy = ((id(fr[1]), hit[0]), _sym_label(hit[1]), 0)
-            else:  # unresolved: one entry per (DSO, map-relative address)
-                addr = fr[-1]
-                sy = ((fr[0], addr), f"{addr:#018x}" if addr else "0" * 16, 1)
+                # the symbol's start as frame_addr - frame_off (the address vs. the link-time one)
+                sy = ((id(fr[1]), hit[0]), _sym_label(hit[1]), True, (addr - ((fr[2] - hit[0]) & _M64)))
+            else:  # unresolved: one entry per map-relative address (and DSO, when that is a sort key)
+                sy = ((fr[0], addr) if by_dso else ("", addr), f"{addr:#018x}" if addr else "0" * 16, False, addr)
             syms[fr] = sy
-        key = tuple(comm if k == "comm" else s.pid if k == "pid" else s.tid if k == "tid" else
-                    s.cpu if k == "cpu" else fr[0] if k == "dso" else sy[0] for k in sort)
+        skey = tuple(comm if k == "comm" else s.pid if k == "pid" else s.tid if k == "tid" else s.cpu
+                     for k in s_names)
+        rep_s = first_of.setdefault(skey, s)
+        key = (skey, fr[0] if by_dso else None, sy[0] if "sym" in sort else None)
         row = rows.get(key)
         if row is None:
-            rows[key] = [s.period, 1, comm, s, fr, sy]
+            rows[key] = [s.period, 1, comm, rep_s, fr, sy, False]
         else:
             row[0] += s.period
             row[1] += 1
-    if "comm" not in sort:
-        # a pid/tid row shows the comm of the first sample of that pid/tid
-        for k in ("pid", "tid"):
-            if k in sort:
-                seen: dict[int, str] = {}
-                for s, comm, _ in picked:
-                    if seen.setdefault(getattr(s, k), comm) != comm:
-                        raise Decline(f"a {k} whose threads had different comms")
-    total = float(rep.total_period)
-    if total >= 2.0 ** 53:
-        raise Decline("periods too large to sum exactly")
+            if row[4][0] != fr[0] and "sym" in sort:
+                # build_report orders such a row by its first frame's DSO (by frame id)
+                raise Decline("a symbol reached through several DSO names")
+            if row[5][2] != sy[2]:
+                row[6] = True  # resolved and unresolved addresses (no sym key)
     out = []
-    for period, count, comm, s, fr, sy in rows.values():
+    for period, count, comm, rs, fr, sy, mixed in rows.values():
         keys: dict = {}
         disp: dict = {}
-        order: list = [-float(period)]
+        first: list = []
+        then: list = []
         for k in sort:
             if k == "comm":
                 keys[k] = disp[k] = comm
-                order.append(comm)
-            elif k in ("pid", "tid"):
-                v = s.pid if k == "pid" else s.tid
+                first.append(_name_key(comm))
+                then.append(first[-1])
+            elif k in ("pid", "tid", "cpu"):
+                v = getattr(rs, k)
                 keys[k] = v
-                disp[k] = f"{v}:{comm}"
-                order.append(v)
-            elif k == "cpu":
-                keys[k] = s.cpu
-                disp[k] = f"{s.cpu:03d}"
-                order.append(s.cpu)
+                # perf's "%7d:%-*.*s" of the thread and its current name
+                disp[k] = f"{v:03d}" if k == "cpu" else f"{v:7d}:{thread_comm[rs.tid]}"
+                first.append(v)
+                then.append(v)
             elif k == "dso":
                 keys[k] = disp[k] = short_dso_name(fr[0])
-                order.append(keys[k])
+                first.append((0, _name_key(keys[k])))
+                then.append(first[-1])
             else:
                 keys[k] = sy[1]
                 disp[k] = f"[.] {sy[1]}"
-                # resolved symbols by name, then unresolved ones by address
-                order.append((sy[2], fr[-1]) if sy[2] else (0, sy[1]))
-        out.append((order, period, count, keys, disp))
-    if len({tuple(o[4].values()) for o in out}) != len(out):
-        raise Decline("two rows that print the same")
+                if sy[2]:
+                    first.append((0, _name_key(sy[1])))
+                    then.append((1, (0, _name_key(short_dso_name(fr[0]))), sy[3]))
+                else:
+                    first.append((1, b""))
+                    then.append((0, sy[3]))
+        out.append(((-float(period), *first, *then), period, count, keys, disp, rs, sy, mixed))
     out.sort(key=lambda o: o[0])
+    if any(a[0] == b[0] for a, b in zip(out, out[1:])):
+        raise Decline("two rows perf's order does not tell apart")
     limit = percent_limit * total / 100.0
-    scale = 100.0 / total if total else 0.0
-    for _, period, count, keys, disp in out:
+    scale = 100.0 / total
+    shown = []
+    for _, period, count, keys, disp, rs, sy, mixed in out:
         p = float(period)
         if not (p >= limit and p > 0):
             continue
         rep.rows.append(ReportRow(keys, count, p, p * scale))
         rep.display.append(disp)
+        shown.append((rs, sy, mixed))
+    if "comm" in sort and shown:
+        # util/hist.c hists__calc_col_len: thread__comm_len of each entry's thread
+        rep.fixed_width["comm"] = max(len("Command"), max(len(thread_comm[rs.tid]) for rs, _, _ in shown))
+    if by_dso and any(not sy[2] or mixed for _, sy, mixed in shown):
+        # util/hist.c hists__set_unres_dso_col_len: room for an unresolved address (build_report
+        # asks each row's first frame, by frame id: a row of both kinds is decided here only
+        # when the widening cannot show)
+        if any(mixed for _, _, mixed in shown) and max(len(d["dso"]) for d in rep.display) < 16:
+            raise Decline("a DSO row of resolved and unresolved addresses in a narrow column")
+        rep.min_width["dso"] = 16
     return rep
 
 

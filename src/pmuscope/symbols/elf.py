@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from typing import TYPE_CHECKING
 
 from .._plain import Plain
@@ -445,9 +446,8 @@ class ElfFile(Plain):
         perf makes them from ``.rela.plt``/``.rel.plt``
         (``dso__synthesize_plt_symbols``). On x86 with IBT the entries live in
         ``.plt.sec`` (no header). An IRELATIVE slot (an IFUNC, no symbol) gets
-        the name ``""`` and its resolver's address as ``addend``."""
-        import numpy as np
-
+        the name ``""`` and its resolver's address as ``addend``. Read with
+        ``struct`` (no numpy: the small-file report needs them too)."""
         plt = self.section(".plt")
         rel = self.section(".rela.plt") or self.section(".rel.plt")
         if plt is None or rel is None or plt.sh_type == SHT_NOBITS or rel.sh_type == SHT_NOBITS:
@@ -465,13 +465,13 @@ class ElfFile(Plain):
             header = entry
         rels = self._relocs(rel)
         if x86:  # IFUNC relocations are not in PLT order (perf sorts them too)
-            rels = rels[np.argsort(rels["r_offset"], kind="stable")]
+            rels.sort(key=lambda r: r[0])
         count = len(rels)
-        sym_idx = (rels["r_info"] >> np.uint64(32 if self.elf64 else 8)).astype(np.int64)
-        addends = rels["r_addend"].astype(np.int64) if is_rela else np.zeros(count, np.int64)
-        dyn = self.symbols(self.sections[rel.sh_link].name)
+        shift = 32 if self.elf64 else 8
+        dyn = self._symbol_names(self.sections[rel.sh_link].name)
         if dyn is None:
             return []
+        n_dyn, dyn_name = dyn
         sec = self.section(".plt.sec") if x86 else None
         if sec is not None and sec.sh_type != SHT_NOBITS:
             addr = sec.sh_addr
@@ -480,55 +480,106 @@ class ElfFile(Plain):
         else:
             addr = plt.sh_addr + header
         out = []
-        n_dyn = len(dyn)
-        for idx, add in zip(sym_idx.tolist(), addends.tolist()):
-            name = dyn.name(idx) if 0 < idx < n_dyn else ""
-            out.append((addr, entry, f"{name}@plt" if name else "", add))
+        for r in rels:
+            idx = r[1] >> shift
+            name = dyn_name(idx) if 0 < idx < n_dyn else ""
+            out.append((addr, entry, f"{name}@plt" if name else "", r[2] if is_rela else 0))
             addr += entry
         if x86 and self.elf64:
-            out += self._plt_got_symbols(dyn)
+            out += self._plt_got_symbols(n_dyn, dyn_name)
         return out
 
-    def _relocs(self, sec: Section) -> np.ndarray:
-        """A SHT_RELA/SHT_REL section as a structured array (r_offset, r_info[, r_addend])."""
-        import numpy as np
+    def _symbol_names(self, which: str):
+        """``(count, name of symbol i)`` of a symbol table read for its names
+        alone (no numpy); None when absent. Fails as :meth:`symbols` does."""
+        sec = self.section(which)
+        if sec is None or sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or sec.sh_size == 0:
+            return None
+        size = 24 if self.elf64 else 16
+        if sec.sh_flags & SHF_COMPRESSED:
+            raise FormatError(f"{self.path}: section {which} is compressed (SHF_COMPRESSED), "
+                              "which is not supported for symbol tables", path=self.path,
+                              offset=sec.sh_offset)
+        if sec.sh_entsize and sec.sh_entsize != size:
+            raise FormatError(f"{self.path}: {which} sh_entsize is {sec.sh_entsize}, expected "
+                              f"{size}", path=self.path, offset=sec.sh_offset)
+        if not 0 < sec.sh_link < len(self.sections):
+            raise FormatError(f"{self.path}: {which} sh_link {sec.sh_link} names no string table",
+                              path=self.path, offset=sec.sh_offset)
+        count = sec.sh_size // size
+        data = self.read(sec.sh_offset, count * size, f"section {which}")
+        strtab = self.section_data(self.sections[sec.sh_link])
+        u32 = struct.Struct(self.order + "I").unpack_from
 
-        o, w = self.order, ("u8" if self.elf64 else "u4")
-        fields = [("r_offset", o + w), ("r_info", o + w)]
-        if sec.sh_type == SHT_RELA:
-            fields.append(("r_addend", o + ("i8" if self.elf64 else "i4")))
-        dt = np.dtype(fields)
-        count = sec.sh_size // dt.itemsize
-        data = self.read(sec.sh_offset, count * dt.itemsize, f"section {sec.name}")
-        return np.frombuffer(data, dtype=dt).astype(
-            [(name, "i8" if name == "r_addend" else "u8") for name, _ in fields])
+        def name(i: int) -> str:
+            off = u32(data, i * size)[0]
+            end = strtab.find(b"\0", off)
+            return strtab[off:end if end >= 0 else len(strtab)].decode("utf-8", "replace")
 
-    def _plt_got_symbols(self, dyn: RawSymbols) -> list[tuple[int, int, str, int]]:
+        return count, name
+
+    def _relocs(self, sec: Section) -> list[list[int]]:
+        """A SHT_RELA/SHT_REL section as ``[r_offset, r_info, r_addend]`` rows
+        (r_addend 0 for SHT_REL)."""
+        rela = sec.sh_type == SHT_RELA
+        fmt = self.order + ("QQq" if self.elf64 else "IIi") if rela else self.order + ("QQ" if self.elf64 else "II")
+        size = struct.calcsize(fmt)
+        count = sec.sh_size // size
+        data = self.read(sec.sh_offset, count * size, f"section {sec.name}")
+        if rela:
+            return [list(r) for r in struct.iter_unpack(fmt, data)]
+        return [[o, i, 0] for o, i in struct.iter_unpack(fmt, data)]
+
+    def _plt_got_symbols(self, n_dyn: int, dyn_name) -> list[tuple[int, int, str, int]]:
         # .plt.got entries jump through a GOT slot filled by a GLOB_DAT relocation
         # in .rela.dyn: decode "jmp *disp32(%rip)" (ff 25, maybe after endbr64 and
         # a bnd prefix) to find the slot, and name the entry after its symbol.
-        import numpy as np
-
         sec = self.section(".plt.got")
         rela = self.section(".rela.dyn")
         if sec is None or rela is None or sec.sh_type == SHT_NOBITS or not sec.sh_size:
             return []
         entry = sec.sh_entsize or 8
-        rels = self._relocs(rela)
-        glob = rels[(rels["r_info"] & np.uint64(0xFFFFFFFF)) == R_X86_64_GLOB_DAT]
-        slot_sym = dict(zip(glob["r_offset"].tolist(), (glob["r_info"] >> np.uint64(32)).tolist()))
         code = self.section_data(sec)
-        out = []
+        jumps = []
         for pos in range(0, len(code) - entry + 1, entry):
             chunk = code[pos:pos + entry]
             j = chunk.find(b"\xff\x25")
             if j < 0 or j + 6 > len(chunk):
                 continue
             addr = sec.sh_addr + pos
-            slot = addr + j + 6 + struct.unpack_from("<i", chunk, j + 2)[0]
+            jumps.append((addr, addr + j + 6 + struct.unpack_from("<i", chunk, j + 2)[0]))
+        if not jumps:
+            return []
+        slot_sym = self._glob_dat_slots(rela, {slot for _, slot in jumps})
+        out = []
+        for addr, slot in jumps:
             idx = slot_sym.get(slot, 0)
-            if 0 < idx < len(dyn):
-                out.append((addr, entry, f"{dyn.name(idx)}@plt", 0))
+            if 0 < idx < n_dyn:
+                out.append((addr, entry, f"{dyn_name(idx)}@plt", 0))
+        return out
+
+    def _glob_dat_slots(self, rela: Section, slots: set[int]) -> dict[int, int]:
+        """GOT slot -> symbol index of the GLOB_DAT relocations (x86-64) of
+        ``rela`` at these slots (the last one when a slot has several): one
+        pass over the r_offset words (a large library has tens of thousands
+        of relocations; the .plt.got entries are a few)."""
+        from itertools import compress
+
+        size = 24 if rela.sh_type == SHT_RELA else 16
+        count = rela.sh_size // size
+        data = self.read(rela.sh_offset, count * size, f"section {rela.name}")
+        step = size // 8
+        if self.order == "<" and sys.byteorder == "little":
+            words = memoryview(data).cast("Q")
+            offs = words[0::step]
+        else:
+            words = [w for (w,) in struct.iter_unpack(self.order + "Q", data)]
+            offs = words[0::step]
+        out: dict[int, int] = {}
+        for i in compress(range(count), map(slots.__contains__, offs)):
+            info = words[i * step + 1]
+            if info & 0xFFFFFFFF == R_X86_64_GLOB_DAT:
+                out[offs[i]] = info >> 32
         return out
 
     def offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
