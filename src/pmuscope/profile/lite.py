@@ -48,7 +48,7 @@ from __future__ import annotations
 import os
 import struct
 import warnings
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from ..kernel import abi
 from .report_format import DEFAULT_SORT, Report, ReportRow, format_report, report_json, short_dso_name
@@ -146,12 +146,14 @@ class LiteDso:
         labels = [0 if not s.sh_flags & SHF_ALLOC else 1 if "text" in s.name else 2 if "data" in s.name else 0
                   for s in symfile.sections]
         values = words[1::3].tolist()
-        # where PLT symbols can be: the PLT sections, and as far as .rela.plt's entries reach
+        # where PLT symbols can be: the PLT sections (.plt and .plt.sec: as far as
+        # .rela.plt's entries reach, should that pass the section's end)
         rel = self.elf.section(".rela.plt") or self.elf.section(".rel.plt")
         slots = rel.sh_size // (rel.sh_entsize or 8) if rel is not None else 0
-        plt = [(s.sh_addr, max(s.sh_addr + s.sh_size, s.sh_addr + 32 + slots * max(16, s.sh_entsize)))
+        plt = [(s.sh_addr, s.sh_addr + s.sh_size if s.name == ".plt.got" else
+                max(s.sh_addr + s.sh_size, s.sh_addr + 32 + slots * max(16, s.sh_entsize)))
                for s in self.elf.sections if s.name in _PLT_SECTIONS]
-        self._syms = (words, values, sorted(set(values)), strtab, labels, plt)
+        self._syms = (words, values, sorted(values), strtab, labels, plt)  # sorted with repeats: cheaper than a set
         return self._syms
 
     def _wanted(self, j: int) -> bool:
@@ -168,15 +170,13 @@ class LiteDso:
 
     def _at(self, v: int) -> list[int]:
         """Indexes of the wanted symbols at address ``v``."""
-        values = self._syms[1]
+        values, starts = self._syms[1], self._syms[2]
         out, j = [], -1
-        while True:
-            try:
-                j = values.index(v, j + 1)
-            except ValueError:
-                return out
+        for _ in range(bisect_right(starts, v) - bisect_left(starts, v)):  # as many as there are
+            j = values.index(v, j + 1)
             if self._wanted(j):
                 out.append(j)
+        return out
 
     def _keyed(self, cands: list[int]) -> list[tuple]:
         """``(perf's preference key, size, raw name)`` of symbols ``cands``
@@ -237,7 +237,7 @@ class LiteDso:
             cands = self._at(starts[i])
             if cands:
                 break
-            i -= 1
+            i = bisect_left(starts, starts[i]) - 1  # the next lower address
         s = starts[i] if cands else 0
         keyed = self._keyed(cands)
         plt = None
@@ -256,10 +256,12 @@ class LiteDso:
             end = (s + size) & _M64
         else:  # perf's symbols__fixup_end: up to the next symbol
             end = None
-            for k in range(bisect_right(starts, s), len(starts)):
+            k = bisect_right(starts, s)
+            while k < len(starts):
                 if self._at(starts[k]):
                     end = starts[k]
                     break
+                k = bisect_right(starts, starts[k])  # the next higher address
             if any(lo < (end if end is not None else _M64) and hi > s for lo, hi in plt_ranges):
                 nxt = [e[0] for e in self._plt_entries() if e[0] > s]
                 if nxt and (end is None or nxt[0] < end):
@@ -403,6 +405,7 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
     comm_of: dict[int, str] = {0: "swapper"}  # perf names the idle task (pid/tid 0) "swapper"
     cache = DsoCache(debug_root=DEFAULT_DEBUG_ROOT, buildid_dir=DEFAULT_BUILDID_DIR, loader=_load_dso)
     frames: dict[tuple, tuple] = {}  # (mapping, ip) -> (dso name, LiteDso or None, address)
+    dsos: dict[tuple, LiteDso | None] = {}
     picked = []  # (sample, comm, frame)
     want_pids = set(pids) if pids is not None else None
     want_tids = set(tids) if tids is not None else None
@@ -448,7 +451,9 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
         fr = frames.get(key)
         if fr is None:
             fname = m.filename[:-10] if m.filename.endswith(" (deleted)") else m.filename
-            dso = cache.get(fname, m.build_id)
+            # the file is looked up (stat, realpath) once per name and build-id, as the Symbolizer does
+            dkey = (fname, m.build_id)
+            dso = dsos[dkey] if dkey in dsos else dsos.setdefault(dkey, cache.get(fname, m.build_id))
             if dso is None:
                 fr = (m.filename, None, (ip - m.start + m.pgoff) & _M64)
             else:
