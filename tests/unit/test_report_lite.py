@@ -335,12 +335,30 @@ def test_recorded_files_declined_or_identical(recorded, capsys, monkeypatch):
         compare(path, capsys, monkeypatch)
 
 
-def test_tiny_user_recording_accepted(recorded, capsys, monkeypatch):
-    # the benchmark's case (benchmarks/bench_startup.py): taken by the lite path
-    for argv in ([], ["--json"], ["-n"]):
-        got = lite(recorded["tiny-user"], argv)
-        assert got is not None, argv
-        assert got == reference(recorded["tiny-user"], argv, capsys, monkeypatch)
+def test_tiny_user_recording_accepted(recorded, tmp_path, capsys, monkeypatch):
+    """The benchmark's case (benchmarks/bench_startup.py: ~10-30 user-only
+    samples of a short Python run) is taken by the lite path. A sample in the
+    [vdso] (clock_gettime) makes it decline, rightly: a few recordings are
+    tried for one without."""
+    from pmuscope.profile import lite as lite_mod
+
+    reasons = []
+    for i in range(6):
+        path = str(tmp_path / f"tiny-{i}.data")
+        r = subprocess.run([shutil.which("perf"), "record", "-q", "-e", "cpu-clock:u", "-c", "2000000", "-o", path,
+                            "--", sys.executable, "-c", "sum(range(2 * 10**6))"], capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        try:
+            lite_mod.build(path)
+        except lite_mod.Decline as err:
+            reasons.append(str(err))
+            continue
+        for argv in ([], ["--json"], ["-n"]):
+            got = lite(path, argv)
+            assert got is not None, argv
+            assert got == reference(path, argv, capsys, monkeypatch)
+        return
+    pytest.fail(f"every recording declined: {reasons}")
 
 
 # --- symbols: the lite lookup against SymbolTable.from_elf ------------------------------------------------------
@@ -399,4 +417,4 @@ def test_symbol_lookup_is_from_elfs():
             want = None if k < 0 else (int(t.starts[k]), t.name(k))
             assert got == want, (path, hex(q))
             checked += 1
-    assert checked > 1000 and declined < checked / 10, (checked, declined)
+    assert checked > 1000 and declined < checked / 50, (checked, declined)

@@ -29,7 +29,7 @@ then takes the numpy path, the reference) on anything else:
   :func:`~pmuscope.symbols.dso.find_symtab` picks (own ``.symtab``, debug
   file by build-id/debuglink, build-id cache, ``.dynsym``), one symbol per
   address by perf's rules (``SymbolTable.from_elf``, with the synthesized
-  ``name@plt`` symbols of ``ElfFile.plt_symbols``; an IFUNC slot declines);
+  ``name@plt`` symbols of ``ElfFile.plt_symbols`` and ``dso._with_plt``);
 * records only of the kinds a plain ``perf record`` writes, each side-band
   record time-stamped, and no record older than a round already flushed
   (perf's FINISHED_ROUND rule then orders everything by time, which is what
@@ -209,13 +209,36 @@ class LiteDso:
                 plt = []
             n = len(self._syms[1])
             self._plt = sorted(((a, z, name, n + k) for k, (a, z, name, _) in enumerate(plt)), key=lambda e: e[0])
+            self._plt_addend = {n + k: add for k, (_, _, _, add) in enumerate(plt)}
         return self._plt
+
+    def _ifunc_name(self, addend: int) -> str | None:
+        """The name ``dso._with_plt`` gives an IRELATIVE PLT slot: the
+        function (an IFUNC first, then global, weak, fewest leading
+        underscores, longest name) at its resolver's address ``addend``."""
+        words, values, starts, strtab, _, _ = self._syms
+        best, j = None, -1
+        for _ in range(bisect_right(starts, addend) - bisect_left(starts, addend)):
+            j = values.index(addend, j + 1)
+            w = words[3 * j]
+            stt, bind, off = (w >> 32) & 0xF, (w >> 36) & 0xF, w & 0xFFFFFFFF
+            if stt not in (2, 10):  # STT_FUNC, STT_GNU_IFUNC
+                continue
+            e = strtab.find(b"\0", off)
+            name = strtab[off:e if e >= 0 else len(strtab)].decode("utf-8", "replace")
+            key = (stt != 10, {1: 0, 2: 1}.get(bind, 2), len(name) - len(name.lstrip("_")), -len(name), name)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[-1]
 
     def _plt_keyed(self, entries) -> list[tuple]:
         out = []
         for a, z, name, idx in entries:
-            if not name or name[0] == "$":
-                raise Decline("an IFUNC PLT slot (named from its resolver on the numpy path)")
+            if not name:  # an IRELATIVE slot (an IFUNC such as libc's strcmp)
+                ifunc = self._ifunc_name(self._plt_addend[idx])
+                name = f"{ifunc}@plt" if ifunc is not None else f"offset_{a:#x}@plt"
+            if name[0] == "$":
+                raise Decline("a PLT symbol perf's '$' rule leaves out")
             raw = name.encode()
             under = 0
             for k in range(3):
@@ -266,8 +289,8 @@ class LiteDso:
                 nxt = [e[0] for e in self._plt_entries() if e[0] > s]
                 if nxt and (end is None or nxt[0] < end):
                     end = nxt[0]
-            if end is None:
-                raise Decline("the last symbol of a file without a size")
+            if end is None:  # perf: the last zero-sized symbol ends at roundup(start, 4096) + 4096
+                end = (((s + 4095) & ~4095) + 4096) & _M64
         if q >= end:
             return None
         return s, name
