@@ -423,6 +423,15 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
 
     if not os.path.isfile(path):
         raise Decline("not a regular file")
+    # the data section's size from the file header, before any header section is parsed
+    try:
+        with open(path, "rb") as f:
+            head = f.read(56)
+    except OSError:
+        raise Decline("an unreadable file") from None
+    if len(head) < 56 or head[:8] != b"PERFILE2" or struct.unpack_from("<Q", head, 8)[0] == 16 or \
+            struct.unpack_from("<Q", head, 48)[0] > MAX_DATA_BYTES:
+        raise Decline("not a small file-mode perf.data")
     event, lost, items = _read(path)
     maps = Maps()
     comm_of: dict[int, str] = {0: "swapper"}  # perf names the idle task (pid/tid 0) "swapper"
