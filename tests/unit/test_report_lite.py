@@ -283,6 +283,7 @@ BLOCKED = textwrap.dedent("""
     from pmuscope.cli.main import main
     rc = main(sys.argv[1:])
     sys.stdout.flush()
+    print("HEAVY", " ".join(sorted(m for m in sys.modules if m in ("dataclasses", "numpy"))) or "-", file=sys.stderr)
     sys.exit(rc)
 """)
 
@@ -297,6 +298,7 @@ def _blocked(argv: list[str], **env_extra):
 def test_report_runs_without_numpy(written, argv, capsys, monkeypatch):
     r = _blocked(["report", "--stdio", *argv, "-i", written[""]])
     assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "HEAVY -"  # nor dataclasses (~6 ms to import)
     assert f"rc=0\n{r.stdout}" == reference(written[""], argv, capsys, monkeypatch)
 
 
