@@ -420,3 +420,91 @@ def test_symbol_lookup_is_from_elfs():
             assert got == want, (path, hex(q))
             checked += 1
     assert checked > 1000 and declined < checked / 50, (checked, declined)
+
+
+# --- random timelines ------------------------------------------------------------------------------------------
+
+def write_random(path: str, seed: int) -> None:
+    """Processes forking, exec'ing, renaming threads and mapping real ELF
+    files (some over older mappings) at random, samples in their mappings
+    with a few periods on four CPUs; each round's records written in a random
+    order, rounds in time order (as perf's FINISHED_ROUND rule has them)."""
+    import random
+
+    from pmuscope.kernel import abi
+    from pmuscope.perfdata import synth
+    from pmuscope.perfdata.writer import PerfDataWriter
+
+    rng = random.Random(seed)
+    S = abi.PerfSample
+    st = S.IP | S.TID | S.TIME | S.CPU | S.PERIOD
+    files = [f for f in _real_elf_files() if _picks(f)]
+    if not files:
+        pytest.skip("no ELF file with a symbol table to map")
+    picks = {f: [off for off, _ in _picks(f)] for f in files}
+    names = ["bash", "python3", "sh", "worker", "a-long-thread-name"]
+    maps: dict[int, list[tuple[int, int, str]]] = {}  # pid -> (start, len, file) as written
+    threads: dict[int, list[int]] = {}
+    t, next_pid, out = 1000, 300, []
+    for _ in range(rng.randrange(4, 9)):
+        rnd = []
+        for _ in range(rng.randrange(3, 25)):
+            t += rng.randrange(1, 50)
+            what = rng.random()
+            if not threads or what < 0.1:  # a new process (comm and maps first)
+                pid = next_pid
+                next_pid += 1
+                threads[pid] = [pid]
+                rnd.append((t, synth.comm(pid, pid, rng.choice(names), sample_id=synth.sample_id(st, pid=pid, tid=pid, time=t))))
+                maps[pid] = []
+                for k, f in enumerate(rng.sample(files, rng.randrange(1, len(files) + 1))):
+                    start = 0x7F0000000000 + rng.randrange(0, 64) * 0x10000000
+                    size = (os.path.getsize(f) + 0xFFF) & ~0xFFF
+                    maps[pid].append((start, size, f))
+                    rnd.append((t, synth.mmap2(pid, pid, start, size, 0, f, sample_id=synth.sample_id(st, pid=pid, tid=pid, time=t))))
+                continue
+            pid = rng.choice(sorted(threads))
+            tid = rng.choice(threads[pid])
+            sid = synth.sample_id(st, pid=pid, tid=tid, time=t)
+            if what < 0.15:  # a forked process inherits comm and maps
+                child = next_pid
+                next_pid += 1
+                threads[child] = [child]
+                maps[child] = list(maps[pid])
+                rnd.append((t, synth.fork(child, pid, child, tid, t, sample_id=synth.sample_id(st, pid=child, tid=child, time=t))))
+            elif what < 0.2:  # a new thread
+                nt = next_pid
+                next_pid += 1
+                threads[pid].append(nt)
+                rnd.append((t, synth.fork(pid, pid, nt, tid, t, sample_id=synth.sample_id(st, pid=pid, tid=nt, time=t))))
+            elif what < 0.27:  # a rename (an exec or prctl)
+                rnd.append((t, synth.comm(pid, tid, rng.choice(names), exec=rng.random() < 0.5, sample_id=sid)))
+            elif what < 0.3 and maps[pid]:  # a mapping over part of an older one
+                start, size, _ = rng.choice(maps[pid])
+                f = rng.choice(files)
+                rnd.append((t, synth.mmap2(pid, pid, start + 0x1000 * rng.randrange(0, 4), 0x3000, 0, f, sample_id=sid)))
+            elif maps[pid]:
+                start, size, f = rng.choice(maps[pid])
+                ip = start + rng.choice(picks[f]) + rng.choice((0, 0, rng.randrange(-0x80, 0x80)))
+                rnd.append((t, synth.sample(st, ip=ip, pid=pid, tid=tid, time=t, cpu=rng.randrange(4),
+                                            period=rng.choice((1000, 1000, 2000, 3000)))))
+        rng.shuffle(rnd)
+        out += [r for _, r in rnd] + [synth.finished_round()]
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1000, sample_id_all=1)
+    with PerfDataWriter(path, [(attr, [], "cpu-clock:u")], host=False) as w:
+        w.write(b"".join(out))
+
+
+RANDOM_OPTIONS = [[], ["--json"], ["-n", "--sort", "pid"], ["--sort", "tid,comm"], ["--sort", "dso,sym"],
+                  ["--sort", "sym"], ["--sort", "comm,pid,tid,dso,sym,cpu"], ["--sort", "dso"],
+                  ["--percent-limit", "3"], ["--json", "--sort", "cpu,comm,pid"]]
+
+
+def test_random_timelines(tmp_path, capsys, monkeypatch):
+    accepted = 0
+    for seed in range(24):
+        path = str(tmp_path / f"random-{seed}.data")
+        write_random(path, seed)
+        accepted += len(compare(path, capsys, monkeypatch, RANDOM_OPTIONS))
+    # most are taken (a row the numpy path would show through ids declines)
+    assert accepted >= 24 * len(RANDOM_OPTIONS) // 2, accepted

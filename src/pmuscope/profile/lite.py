@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import warnings
 from bisect import bisect_left, bisect_right
 
@@ -71,6 +72,10 @@ _IGNORED = frozenset(int(t) for t in (R.EXIT, R.THROTTLE, R.UNTHROTTLE, R.SWITCH
                                       R.ID_INDEX, R.THREAD_MAP, R.CPU_MAP, R.TIME_CONV, R.HEADER_BUILD_ID,
                                       R.EVENT_UPDATE))  # EVENT_UPDATE: names are read from it in pipe mode only
 _STATE = frozenset(int(t) for t in (R.MMAP, R.MMAP2, R.COMM, R.FORK))
+#: addresses of the symbol table looked at, down from a sampled address (or up from a
+#: zero-sized symbol), for a function: each costs a scan of the table (code is dense with
+#: functions; an address among many data objects declines instead)
+_MAX_WALK = 64
 #: ELF sections whose addresses get synthesized ``name@plt`` symbols on the numpy path
 _PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
 #: event types of plain counters and tracepoints (no AUX-area PMU)
@@ -131,7 +136,8 @@ class LiteDso:
         from ..symbols.elf import SHF_ALLOC, SHF_COMPRESSED
 
         symfile, section, _ = self.found
-        if not (symfile.elf64 and symfile.little_endian and self.elf.elf64 and self.elf.little_endian):
+        if not (symfile.elf64 and symfile.little_endian and self.elf.elf64 and self.elf.little_endian) or \
+                sys.byteorder != "little":  # the table is read as native 64-bit words
             raise Decline("not a 64-bit little-endian ELF file")
         sec = symfile.section(section)
         if sec.sh_flags & SHF_COMPRESSED or (sec.sh_entsize and sec.sh_entsize != 24) or \
@@ -256,11 +262,15 @@ class LiteDso:
         _, _, starts, _, _, plt_ranges = self._load()
         i = bisect_right(starts, q) - 1
         cands: list[int] = []
-        while i >= 0 and starts[i] != 0:
+        for _ in range(_MAX_WALK):
+            if i < 0 or starts[i] == 0:
+                break
             cands = self._at(starts[i])
             if cands:
                 break
             i = bisect_left(starts, starts[i]) - 1  # the next lower address
+        else:
+            raise Decline("an address far from every function (data?)")
         s = starts[i] if cands else 0
         keyed = self._keyed(cands)
         plt = None
@@ -280,11 +290,15 @@ class LiteDso:
         else:  # perf's symbols__fixup_end: up to the next symbol
             end = None
             k = bisect_right(starts, s)
-            while k < len(starts):
+            for _ in range(_MAX_WALK):
+                if k >= len(starts):
+                    break
                 if self._at(starts[k]):
                     end = starts[k]
                     break
                 k = bisect_right(starts, starts[k])  # the next higher address
+            else:
+                raise Decline("a zero-sized symbol far from the next function")
             if any(lo < (end if end is not None else _M64) and hi > s for lo, hi in plt_ranges):
                 nxt = [e[0] for e in self._plt_entries() if e[0] > s]
                 if nxt and (end is None or nxt[0] < end):
