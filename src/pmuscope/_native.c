@@ -1100,7 +1100,7 @@ done:
  * ``comm pid/tid [cpu] secs.usecs: period event: `` (fields by `flags`, the widths of
  * script.py's Python formatter, its reference), then either the call chain (a newline,
  * one frame text per stack entry, a blank line), the leaf frame's text, or nothing (the
- * header without trailing whitespace and a newline). comm_texts / event_texts: bytes per
+ * header as it is, its last space too, and a newline). comm_texts / event_texts: bytes per
  * comm id / event id, padded by the caller; frame_blob + frame_off (int64, nframes + 1):
  * the text of every frame id. Returns None on anything unusual (an id out of range,
  * offsets out of order, an unexpected dtype): the caller formats that batch in Python.
@@ -1300,9 +1300,6 @@ static inline int st_frame_ok(const int64_t *fo, Py_ssize_t nframes, Py_ssize_t 
     return f >= 0 && f < nframes && fo[f] >= 0 && fo[f] <= fo[f + 1] && fo[f + 1] <= blob_len;
 }
 
-static inline int st_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
-}
 
 static PyObject *py_script_text(PyObject *self, PyObject *args) {
     int flags;
@@ -1400,7 +1397,6 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
         if (want[C_LEAF]) st_load(&col[C_LEAF], i0, nb, v_leaf);
         for (Py_ssize_t j = 0; j < nb; j++) {
             Py_ssize_t i = i0 + j;
-            char *head = o;
             if (flags & ST_COMM) {
                 int64_t c = v_comm[j];
                 if (c < 0 || c >= comms.n) goto bail;
@@ -1461,8 +1457,7 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
                 st_copy(o, fb + fo[f], len);
                 o += len;
             } else {
-                while (o > head && st_space(o[-1])) o--;
-                *o++ = '\n';
+                *o++ = '\n'; /* the header alone, its last field's space kept (perf's line) */
             }
         }
     }

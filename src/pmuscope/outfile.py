@@ -40,6 +40,45 @@ __all__ = ["OutputError", "OutputWriteError", "OutputFile", "open_output", "writ
            "backup_path"]
 
 
+def _remove_stale_temps(folder: str, base: str) -> None:
+    """Remove the hidden temporary files of PATH (``.BASE.PID.N.tmp``) that a run
+    killed before its rename left behind (``kill -9``, a power cut): those of
+    processes that no longer exist, owned by this user, regular files. One
+    warning names them: their content was never a whole file."""
+    prefix, gone = f".{base}.", []
+    try:
+        names = [n for n in os.listdir(folder or ".") if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        parts = name[len(prefix):-4].split(".")
+        if len(parts) != 2 or not all(x.isdigit() for x in parts):
+            continue
+        pid = int(parts[0])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running (or not ours to signal): its file, not a leftover
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if _stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(path)
+                gone.append(name)
+        except OSError:
+            pass
+    if gone:
+        import warnings
+
+        warnings.warn(f"removed {', '.join(gone)} in {folder or '.'}: partial output of an interrupted run",
+                      stacklevel=4)
+
+
 def _folder(path: str) -> str:
     return os.path.dirname(os.path.abspath(path)) or "/"
 
@@ -205,6 +244,7 @@ class OutputFile:
 
     def _open_temp(self, perm: int) -> int:
         folder, base = os.path.split(self.path)
+        _remove_stale_temps(folder, base)
         for i in range(100):
             tmp = os.path.join(folder, f".{base}.{os.getpid()}.{i}.tmp")
             try:

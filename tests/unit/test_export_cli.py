@@ -46,7 +46,8 @@ def test_pprof_agrees_with_report(callgraph, tmp_path, capsys):
     assert (st[prof.period_type.type], st[prof.period_type.unit]) == ("cycles", "count") and prof.period > 0
     # stacks: comm label as root + functions leaf-last == the profile module's folded stacks (period weight)
     funcs = {f.id: st[f.name] for f in prof.function}
-    kern = {m.id for m in prof.mapping if st[m.filename].startswith("[kernel")}
+    # the kernel and its modules (the file's module MMAPs name them by path without kallsyms)
+    kern = {m.id for m in prof.mapping if st[m.filename].startswith("[kernel") or st[m.filename].endswith(".ko")}
     locs = {loc.id: funcs[loc.line[0].function_id] + ("_[k]" if loc.mapping_id in kern else "") for loc in prof.location}
     got: dict[str, int] = {}
     for s in prof.sample:

@@ -314,3 +314,33 @@ def test_csv_writer_hour_at_1ms_flushed_per_batch_and_flat(tmp_path):
     assert rss[1] - rss[0] < 20 * 1024, rss  # KiB
     with open(path, "rb") as f:
         assert sum(1 for _ in f) == 1 + 3_600_000
+
+
+def test_leftovers_of_killed_runs_are_removed(tmp_path):
+    """A run killed before its rename leaves .BASE.PID.N.tmp behind; the next
+    write of the same path removes those of dead processes (with a warning)
+    and keeps those of running ones, other names and other files."""
+    import subprocess
+    import sys
+    import warnings
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        stale = tmp_path / f".perf.data.{dead_pid}.0.tmp"
+        running = tmp_path / f".perf.data.{live.pid}.0.tmp"
+        other = tmp_path / f".other.data.{dead_pid}.0.tmp"
+        odd = tmp_path / ".perf.data.notapid.0.tmp"
+        for f in (stale, running, other, odd):
+            f.write_bytes(b"partial")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            write_output(str(tmp_path / "perf.data"), b"whole")
+        assert (tmp_path / "perf.data").read_bytes() == b"whole"
+        assert not stale.exists() and running.exists() and other.exists() and odd.exists()
+        assert len(caught) == 1 and stale.name in str(caught[0].message) and "interrupted" in str(caught[0].message)
+    finally:
+        live.kill()
+        live.wait()

@@ -259,3 +259,28 @@ def test_bad_frame_tables_are_declined():
     buf = bytearray()
     n = text(flags, comms, events, fmt._blob, fmt._foff, *cols, 0, len(p), buf)
     assert bytes(buf[:n]) == good and len(buf) >= n
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_header_only_lines_end_like_perfs(env, capsysbinary, monkeypatch):
+    """With no ip/sym/dso field perf's line is the header alone, its last field's
+    trailing space kept (perf 6.1's first lines of perf-g-small.data)."""
+    monkeypatch.setenv("PMUSCOPE_NATIVE_SCRIPT", env)
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+    want = {"comm,tid,time": b"            bash 27363  1006.582394: \n",
+            "tid,period": b"27363    1000000 \n",
+            "comm,tid,time,period,event": b"            bash 27363  1006.582394:    1000000 cpu-clock: \n"}
+    for fields, first in want.items():
+        assert cli_main(["script", "-i", path, "-F", fields]) == 0
+        out = capsysbinary.readouterr().out
+        assert out.startswith(first) and out.count(b"\n") == 265
+
+
+def test_fields_the_samples_do_not_have_are_refused(capsys):
+    """perf script refuses -F cpu on samples recorded without PERF_SAMPLE_CPU
+    ("Cannot print 'cpu' field"); so does pmuscope, in one line, instead of
+    printing a made-up CPU."""
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+    assert cli_main(["script", "-i", path, "-F", "comm,cpu,time"]) == 1
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "PERF_SAMPLE_CPU" in err and "leave cpu out" in err

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from .. import errors
+
 USES_NUMPY = True
 #: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
 FAST_EXIT = True
@@ -66,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
                                  kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace,
                                  callchain=show_chain, round_samples=rounds)
     first = next(chunks)
+    for field, have in (("cpu", first.has_cpu), ("time", first.has_time)):
+        if fields is not None and field in fields and not have and len(first):
+            # perf refuses the field too ("Cannot print 'cpu' field")
+            ev = first.event_names[int(first.event[0])] if len(first.event_names) else "the"
+            raise errors.PmuscopeError(f"-F {field}: the samples of '{ev}' were recorded without "
+                                       f"PERF_SAMPLE_{field.upper()}; leave {field} out of -F")
     joined = fields is None and bool(first.tp_formats) or reference
     if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
         first = join_chunks([first, *chunks])

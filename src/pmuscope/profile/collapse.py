@@ -29,6 +29,9 @@ KEYS = ("event", "comm", "pid", "tid", "cpu", "cpumode", "leaf", "chain")
 def keys_for_sort(sort: Iterable[str]) -> tuple[str, ...]:
     """The columns a report sorted by ``sort`` tells samples apart by: the
     event, comm, leaf frame and call chain, and pid, tid and cpu when sorted on."""
+    sort = set(sort)
+    if "pid" in sort:
+        sort.add("tid")  # perf's "pid" rows are threads
     return ("event", "comm", *(k for k in ("pid", "tid", "cpu") if k in sort), "leaf", "chain")
 
 

@@ -542,8 +542,8 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
             else:  # unresolved: one entry per map-relative address (and DSO, when that is a sort key)
                 sy = ((fr[0], addr) if by_dso else ("", addr), f"{addr:#018x}" if addr else "0" * 16, False, addr)
             syms[fr] = sy
-        skey = tuple(comm if k == "comm" else s.pid if k == "pid" else s.tid if k == "tid" else s.cpu
-                     for k in s_names)
+        # perf's "pid" key is the thread, as "tid" is (sort__thread_cmp compares tids)
+        skey = tuple(comm if k == "comm" else s.cpu if k == "cpu" else s.tid for k in s_names)
         rep_s = first_of.setdefault(skey, s)
         key = (skey, fr[0] if by_dso else None, sy[0] if "sym" in sort else None)
         row = rows.get(key)
@@ -568,11 +568,20 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
                 keys[k] = disp[k] = comm
                 first.append(_name_key(comm))
                 then.append(first[-1])
-            elif k in ("pid", "tid", "cpu"):
-                v = getattr(rs, k)
+            elif k in ("pid", "tid"):
+                # one row per thread: its process and thread id in JSON, perf's "%7d:%-*.*s" of
+                # the thread id and its current name shown
+                v = rs.tid
+                if k == "pid":
+                    keys["pid"] = rs.pid
+                keys["tid"] = v
+                disp[k] = f"{v:7d}:{thread_comm[v]}"
+                first.append(v)
+                then.append(v)
+            elif k == "cpu":
+                v = rs.cpu
                 keys[k] = v
-                # perf's "%7d:%-*.*s" of the thread and its current name
-                disp[k] = f"{v:03d}" if k == "cpu" else f"{v:7d}:{thread_comm[rs.tid]}"
+                disp[k] = f"{'-' if v < 0 else ''}{abs(v):03d}"  # C's "%*.*d", 3, 3: -1 is -001
                 first.append(v)
                 then.append(v)
             elif k == "dso":
@@ -588,30 +597,42 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
                 else:
                     first.append((1, b""))
                     then.append((0, sy[3]))
+        if len(sort) > 1:
+            keys = {k: keys[k] for k in (*sort, "tid") if k in keys}
         out.append(((-float(period), *first, *then), period, count, keys, disp, rs, sy, mixed))
     out.sort(key=lambda o: o[0])
     if any(a[0] == b[0] for a, b in zip(out, out[1:])):
         raise Decline("two rows perf's order does not tell apart")
     limit = percent_limit * total / 100.0
     scale = 100.0 / total
-    shown = []
     for _, period, count, keys, disp, rs, sy, mixed in out:
         p = float(period)
-        if not (p >= limit and p > 0):
-            continue
-        rep.rows.append(ReportRow(keys, count, p, p * scale))
-        rep.display.append(disp)
-        shown.append((rs, sy, mixed))
-    if "comm" in sort and shown:
-        # util/hist.c hists__calc_col_len: thread__comm_len of each entry's thread
-        rep.fixed_width["comm"] = max(len("Command"), max(len(thread_comm[rs.tid]) for rs, _, _ in shown))
-    if by_dso and any(not sy[2] or mixed for _, sy, mixed in shown):
-        # util/hist.c hists__set_unres_dso_col_len: room for an unresolved address (build_report
-        # asks each row's first frame, by frame id: a row of both kinds is decided here only
-        # when the widening cannot show)
-        if any(mixed for _, _, mixed in shown) and max(len(d["dso"]) for d in rep.display) < 16:
+        if p >= limit:
+            rep.rows.append(ReportRow(keys, count, p, p * scale))
+            rep.display.append(disp)
+    # column widths as util/hist.c hists__calc_col_len sets them: over every entry, also
+    # those --percent-limit hides (every row's period is above 0)
+    hidden = len(rep.rows) != len(out)
+    if rep.rows and any(k in sort for k in ("comm", "pid", "tid")):
+        longest = max(len(thread_comm[o[5].tid]) for o in out)  # thread__comm_len of each entry's thread
+        if "comm" in sort:
+            rep.fixed_width["comm"] = max(len("Command"), longest)
+        if hidden:
+            for k in ("pid", "tid"):
+                if k in sort:
+                    rep.min_width[k] = longest + 8
+    if by_dso and any(not o[6][2] or o[7] for o in out):
+        # hists__set_unres_dso_col_len: room for an unresolved address (build_report asks each
+        # row's first frame, by frame id: a row of both kinds is decided here only when the
+        # widening cannot show)
+        if any(o[7] for o in out) and max(len(o[4]["dso"]) for o in out) < 16:
             raise Decline("a DSO row of resolved and unresolved addresses in a narrow column")
         rep.min_width["dso"] = 16
+    if hidden:
+        if by_dso:
+            rep.min_width["dso"] = max(rep.min_width.get("dso", 0), max(len(o[4]["dso"]) for o in out))
+        if "sym" in sort:
+            rep.min_width["sym"] = max(len(o[4]["sym"]) for o in out)  # the label and its "[.] "
     return rep
 
 

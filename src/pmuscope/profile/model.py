@@ -232,6 +232,9 @@ class Profile:
     def dso_short_name(self, dso_id: int) -> str:
         """perf report's DSO column: the base name of a path, ``[kernel.kallsyms]`` as is,
         ``[JIT] tid PID`` for a JIT map /tmp/perf-PID.map (perf's name for it)."""
+        short = self.symbolizer.module_short.get(int(dso_id))
+        if short is not None:  # a kernel module known by its path
+            return short
         from .report_format import short_dso_name
 
         return short_dso_name(self.dso_name(dso_id))
@@ -1023,6 +1026,9 @@ class ProfileBuilder:
                     ok[ok] = ~ident[ii]  # anonymous memory: the address itself, as perf
                     ii = idx[ok]
                     addr[rows[ok]] = seg[ok] - starts[ii] + pgoffs[ii]
+        kmod = np.flatnonzero(kernel & (res.sym_id < 0) & (res.offset != ips))
+        if len(kmod):  # a kernel module without symbols: the offset in the module, as perf shows it
+            addr[kmod] = res.offset[kmod]
         fids = np.arange(self._nframes, self._nframes + len(ips), dtype=np.int64)
         self._nframes += len(ips)
         f = self._frames
@@ -1369,7 +1375,9 @@ class _Opened:
             self.pf, self.own = pf, own
             if symbolizer is None:
                 ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
-                symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False)
+                # the running kernel's vdso image names [vdso] addresses of its own recordings only
+                symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False,
+                                        vdso=_same_kernel(pf))
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
             if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)

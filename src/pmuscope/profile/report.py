@@ -79,7 +79,8 @@ def _sample_keys(p: Profile, sort) -> tuple[np.ndarray, int, np.ndarray]:
         if k == "comm":
             cols.append(p.comm.astype(np.int64))
         elif k in ("pid", "tid"):
-            cols.append(getattr(p, k))
+            # perf's "pid" key is the thread (sort__thread_cmp compares tids)
+            cols.append(p.tid)
         elif k == "cpu":
             cols.append(p.cpu.astype(np.int64))
     return _combine(cols, len(p))
@@ -186,7 +187,9 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     main = child_period if child_period is not None else self_period
     order = np.lexsort((-self_period, -main))
     limit = percent_limit * total / 100.0
-    order = order[(main[order] >= limit) & (main[order] > 0)]
+    order = order[main[order] > 0]
+    every = order  # perf sizes the columns for every entry, --percent-limit hides some at print time
+    order = order[main[order] >= limit]
     uk = ukey[order]
     s_of = srep[uk // nf]
     f_of = frep[uk % nf]
@@ -223,13 +226,17 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
                 if name == "comm":
                     keys[name] = disp[name] = p.comms[int(p.comm[s])]
                 elif name in ("pid", "tid"):
-                    v = int(getattr(p, name)[s])
-                    keys[name] = v
-                    # perf's "%7d:%-*.*s" of the thread and its current name
+                    # one row per thread (perf's "pid" is the thread): its process and thread id
+                    # in JSON, perf's "%7d:%-*.*s" of the thread id and current name shown
+                    v = int(p.tid[s])
+                    keys[name] = int(p.pid[s]) if name == "pid" else v
+                    if name == "pid":
+                        keys["tid"] = v
                     disp[name] = f"{v:7d}:{thread_comm(s)}"
                 else:
-                    keys[name] = int(p.cpu[s])
-                    disp[name] = f"{int(p.cpu[s]):03d}"
+                    v = int(p.cpu[s])
+                    keys[name] = v
+                    disp[name] = f"{'-' if v < 0 else ''}{abs(v):03d}"  # C's "%*.*d", 3, 3: -1 is -001
             sl = s_lab[s] = (keys, disp)
         fl = f_lab.get(fr)
         if fl is None:
@@ -248,7 +255,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
             fl = f_lab[fr] = (keys, disp)
         keys = {**sl[0], **fl[0]}
         if len(sort) > 1:
-            keys = {k: keys[k] for k in sort}
+            keys = {k: keys[k] for k in (*sort, "tid") if k in keys}
         row = ReportRow(keys, ss[i], spd[i], sp[i])
         if cp is not None:
             row.children = cp[i]
@@ -256,12 +263,27 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
             row.children_period = cpd[i]
         rep.rows.append(row)
         rep.display.append({**sl[1], **fl[1]})
-    if "comm" in sort and tc is not None and rep.rows:
-        # util/hist.c hists__calc_col_len: thread__comm_len of each entry's thread
-        rep.fixed_width["comm"] = max(len(_HEADERS["comm"]), max(len(thread_comm(s)) for s in set(s_of.tolist())))
-    if "dso" in sort and len(f_of) and (p.frame_sym[f_of] < 0).any():
-        # util/hist.c hists__set_unres_dso_col_len: room for an unresolved address
+    # column widths as util/hist.c hists__calc_col_len sets them, over every entry
+    s_all, f_all = (s_of, f_of) if len(every) == len(order) else (srep[ukey[every] // nf], frep[ukey[every] % nf])
+    if rep.rows and tc is not None and any(k in sort for k in ("comm", "pid", "tid")):
+        longest = max(len(thread_comm(s)) for s in set(s_all.tolist()))  # thread__comm_len of each entry's thread
+        if "comm" in sort:
+            rep.fixed_width["comm"] = max(len(_HEADERS["comm"]), longest)
+        if len(every) != len(order):
+            for k in ("pid", "tid"):
+                if k in sort:
+                    rep.min_width[k] = longest + 8
+    if "dso" in sort and len(f_all) and (p.frame_sym[f_all] < 0).any():
+        # hists__set_unres_dso_col_len: room for an unresolved address
         rep.min_width["dso"] = 16
+    if len(every) != len(order) and len(f_all):
+        frames = set(f_all.tolist())
+        if "dso" in sort:
+            names = {int(p.frame_dso[f]) for f in frames}
+            rep.min_width["dso"] = max(rep.min_width.get("dso", 0),
+                                       max(len(p.dso_short_name(d)) if d >= 0 else 9 for d in names))
+        if "sym" in sort:
+            rep.min_width["sym"] = max(len(_sym_label(p, f)) + 4 for f in frames)
     perm = _perf_tie_order(p, sort, main[order], self_period[order], s_of, f_of)
     if perm is not None:
         rep.rows = [rep.rows[i] for i in perm]
@@ -331,7 +353,7 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
                 first.append(k)
                 then.append(k)
             elif name in ("pid", "tid", "cpu"):
-                v = int(getattr(p, name)[s])
+                v = int((p.cpu if name == "cpu" else p.tid)[s])
                 first.append(v)
                 then.append(v)
             elif name == "dso":

@@ -184,9 +184,13 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     for k in rep.sort:
         cols.append((_HEADERS[k], [d[k] for d in rep.display], False))
     widths = [max([len(h)] + [len(v) for v in vals]) for h, vals, _ in cols]
+    if show_samples:
+        widths[len(cols) - len(rep.sort) - 1] = max(widths[len(cols) - len(rep.sort) - 1], 12)  # perf's width
     for i, k in enumerate(rep.sort):
         j = len(cols) - len(rep.sort) + i
         widths[j] = max(widths[j], rep.min_width.get(k, 0))
+        if k == "cpu":
+            widths[j] = 3  # perf's CPU column: "-001" for no CPU runs past it
         if k in rep.fixed_width:
             w = widths[j] = rep.fixed_width[k]
             h, vals, right = cols[j]

@@ -105,7 +105,9 @@ def _objects(texts: list[bytes]) -> np.ndarray:
 def _frame_lines(p: Profile, *, relative: bool, ip: bool, sym: bool, symoff: bool, dso: bool,
                  prefix: str, suffix: str, start: int = 0, caches: tuple[dict, dict] | None = None) -> list[bytes]:
     """The text (bytes) of every frame from id ``start`` on."""
-    addrs = (p.frame_addr[start:] if relative else p.frame_ip[start:]).tolist()
+    # call-chain lines: user frames map-relative, kernel ones (modules too) as they are, as perf prints them
+    addrs = (np.where(p.frame_kernel[start:], p.frame_ip[start:], p.frame_addr[start:]) if relative
+             else p.frame_ip[start:]).tolist()
     syms = p.frame_sym[start:].tolist()
     offs = p.frame_off[start:].tolist()
     dsos = p.frame_dso[start:].tolist()
@@ -493,8 +495,8 @@ def _format(p: Profile, fields: tuple, fs: set, chain: bool, table: np.ndarray |
                 pieces[0::2] = heads
                 pieces[1::2] = texts
                 yield b"".join(pieces)
-            else:
-                yield b"".join([h.rstrip() + b"\n" for h in heads])
+            else:  # the header alone: perf ends every field with a space, the line too
+                yield b"".join([h + b"\n" for h in heads])
 
 
 #: deepest stack formatted through the per-stack path (perf's default max is 127 frames)

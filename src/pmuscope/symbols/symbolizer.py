@@ -31,6 +31,22 @@ UNKNOWN = "[unknown]"
 _PERF_CONTEXT_MAX = np.uint64(0xFFFFFFFFFFFFF001)  # (u64)-4095
 
 
+def module_dso_name(path: str) -> str | None:
+    """perf's DSO name of a kernel module mapping (util/dso.c ``__kmod_path__parse``):
+    ``/lib/modules/.../videobuf2-memops.ko[.gz|.xz]`` -> ``[videobuf2_memops]``, a
+    ``[name]`` as is; None for the kernel itself, the vdso and what is no module."""
+    base = path.rsplit("/", 1)[-1]
+    if base.startswith("["):
+        if base.startswith(("[kernel.kallsyms]", "[guest.kernel.kallsyms", "[vdso]", "[vdso32]", "[vdsox32]",
+                            "[vsyscall]")):
+            return None
+        return base
+    for ext in (".ko", ".ko.gz", ".ko.xz"):
+        if base.endswith(ext) and len(base) > len(ext):
+            return "[" + base[:-len(ext)].replace("-", "_") + "]"
+    return None
+
+
 class Resolved(Plain):
     """Columnar result of :meth:`Symbolizer.resolve_many` (one row per input ip)."""
 
@@ -105,6 +121,8 @@ class Symbolizer:
         self._demangled: dict[int, str] = {}
         self.vdso = vdso
         self._vdso = False
+        #: DSO id -> perf's short name of a kernel module known by its path ([ath9k])
+        self.module_short: dict[int, str] = {}
 
     # -- string tables --------------------------------------------------------
     def dso_id(self, name: str) -> int:
@@ -317,7 +335,44 @@ class Symbolizer:
                 self._lookup_into(t, d, u[idx], idx, udso, usym, uoff)
             udso_all[rest], usym_all[rest], uoff_all[rest] = udso, usym, uoff
             udso, usym, uoff = udso_all, usym_all, uoff_all
+        elif len(rest) and self.maps.kernel_maps:
+            # no kallsyms of this kernel: the recording's own module MMAPs give module
+            # addresses their module (its path; [name] in reports; offset in it), as perf
+            # names them without symbols
+            for m in self.maps.kernel_maps:
+                name = module_dso_name(m.filename)
+                if name is None:
+                    continue
+                a = u[rest]
+                inside = rest[(a >= np.uint64(m.start)) & (a - np.uint64(m.start) < np.uint64(m.len))]
+                if len(inside):
+                    d = self.dso_id(m.filename)
+                    self.module_short[d] = name
+                    udso[inside] = d
+                    uoff[inside] = u[inside] - np.uint64(m.start) + np.uint64(m.pgoff)
+        self._outside_kernel_maps(u, udso, usym)
         dso[rows], sym[rows], off[rows] = udso[inv], usym[inv], uoff[inv]
+
+    def _outside_kernel_maps(self, u, udso, usym) -> None:
+        """Kernel-mode addresses that no kernel map of the recording holds (skid past
+        a return to user space: a user address with a kernel cpumode) have no DSO,
+        as perf's ``thread__find_map`` finds none for them; only when the recording
+        has its kernel MMAP (from ``[start, start + len)``), and not those a symbol named."""
+        kmaps = self.maps.kernel_maps
+        if not any(m.filename.startswith(("[kernel.kallsyms]", "[guest.kernel.kallsyms")) for m in kmaps):
+            return
+        kd = self.dso_id(KERNEL_DSO)
+        cand = np.flatnonzero((udso == kd) & (usym < 0))
+        if not len(cand):
+            return
+        a = u[cand]
+        held = np.zeros(len(cand), dtype=bool)
+        for m in kmaps:
+            if m.len:
+                held |= (a >= np.uint64(m.start)) & (a - np.uint64(m.start) < np.uint64(m.len))
+            elif m.start == 0:  # a zero-sized kernel MMAP: perf takes the whole address space
+                held[:] = True
+        udso[cand[~held]] = -1
 
     def _resolve_pid(self, pid, rows, ips, dso, sym, off) -> None:
         u, inv = uniq_inv(ips[rows])
