@@ -32,7 +32,8 @@ OPTION_SETS = [
     ["--sort", "pid,dso"], ["--json", "--sort", "pid,sym,cpu"], ["--percent-limit", "5"],
     ["--percent-limit", "20", "-n", "--sort", "comm,sym"], ["--comm", "python3"], ["--comm", "bash,worker"],
     ["--cpu", "0"], ["--pid", "101"], ["--tid", "102,100"], ["--time", ","], ["--time", ",0.000001"],
-    ["--json", "--pid", "1"],
+    ["--json", "--pid", "1"], ["--percent-limit", "5", "--sort", "pid,dso"], ["--sort", "cpu"],
+    ["--percent-limit", "5", "--sort", "tid,sym", "-n"], ["--json", "--percent-limit", "5", "--sort", "dso,sym"],
 ]
 
 
@@ -227,7 +228,7 @@ def test_written_file_accepted_and_identical(written, capsys, monkeypatch):
 def test_written_file_shows_what_was_written(written):
     """Not only equal to the numpy path: the content is the one written."""
     out = lite(written[""], ["--sort", "pid,tid,comm", "-n"])
-    assert "    101:worker" in out and "    100:bash" in out and "python3" in out
+    assert "    102:worker" in out and "    100:bash" in out and "    101:python3" in out  # pid rows are threads
     out = lite(written[""], ["--sort", "dso,sym"])
     assert "libgone.so" in out and "lib del.so (deleted)" in out and "overlay.so" in out
     assert "0x0000000000001234" in out  # the vanished file: its map-relative address
@@ -497,7 +498,8 @@ def write_random(path: str, seed: int) -> None:
 
 RANDOM_OPTIONS = [[], ["--json"], ["-n", "--sort", "pid"], ["--sort", "tid,comm"], ["--sort", "dso,sym"],
                   ["--sort", "sym"], ["--sort", "comm,pid,tid,dso,sym,cpu"], ["--sort", "dso"],
-                  ["--percent-limit", "3"], ["--json", "--sort", "cpu,comm,pid"]]
+                  ["--percent-limit", "3"], ["--json", "--sort", "cpu,comm,pid"],
+                  ["--percent-limit", "4", "--sort", "pid,sym"], ["--percent-limit", "6", "--sort", "dso", "-n"]]
 
 
 def test_random_timelines(tmp_path, capsys, monkeypatch):
