@@ -183,3 +183,53 @@ if __name__ == "__main__":  # regenerate the expected texts with Linux perf (arg
     finally:
         for m in made:
             os.unlink(m)
+
+
+def _depth_file(folder: str) -> str:
+    """One thread, chains main <- alpha <- beta <- gamma (x3) and main <- alpha <- delta (x3)."""
+    from pmuscope.kernel import abi
+    from pmuscope.perfdata import synth
+    from pmuscope.perfdata.writer import PerfDataWriter
+
+    S = abi.PerfSample
+    st = S.IP | S.TID | S.TIME | S.CPU | S.PERIOD | S.CALLCHAIN
+    pid, funcs = 4252, ["main", "alpha", "beta", "gamma", "delta"]
+    addr = {f: 0x400000 + 0x100 * i for i, f in enumerate(funcs)}
+    with open(os.path.join(folder, f"perf-{pid}.map"), "w") as f:
+        f.write("".join(f"{addr[x]:x} 100 {x}\n" for x in funcs))
+
+    def sid(t):
+        return synth.sample_id(st, pid=pid, tid=pid, time=t, cpu=0)
+
+    recs = [synth.comm(pid, pid, "syn", sample_id=sid(1)),
+            synth.mmap2(pid, pid, 0x400000, 0x1000, 0, "//anon", prot=7, flags=0x22, sample_id=sid(2))]
+    for i, chain in enumerate([("gamma", "beta", "alpha", "main")] * 3 + [("delta", "alpha", "main")] * 3):
+        ips = [addr[f] + 0x10 + 4 * k for k, f in enumerate(chain)]
+        recs.append(synth.sample(st, ip=ips[0], pid=pid, tid=pid, time=10 * (i + 1), cpu=0, period=100,
+                                 callchain=[abi.PERF_CONTEXT_USER, *ips]))
+    path = os.path.join(folder, "depth.data")
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    with PerfDataWriter(path, [(attr, [], "cpu-clock")], host=False) as w:
+        w.write(b"".join(recs))
+    return path
+
+
+@pytest.mark.parametrize("opts,want", [
+    # perf 6.1's order for each (checked when written): equal Children periods of one thread put the
+    # caller above its callee in caller order (the longer chain first), the reverse in callee order,
+    # before Self; without call graphs the sort keys decide
+    ("", ["main", "alpha", "gamma", "delta", "beta"]),
+    ("-g callee", ["main", "alpha", "delta", "beta", "gamma"]),
+    ("-g none", ["alpha", "main", "delta", "gamma", "beta"]),
+])
+def test_children_ties_like_perf(tmp_path, capsys, monkeypatch, opts, want):
+    from pmuscope.cli.main import main
+    from pmuscope.symbols.perfmap import PerfMap
+
+    path = _depth_file(str(tmp_path))
+    for_pid = PerfMap.for_pid.__func__
+    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid,
+                                                                                                 str(tmp_path))))
+    assert main(["report", "--stdio", "--sort", "comm,sym", *opts.split(), "-i", path]) == 0
+    rows = [ln.split()[-1] for ln in capsys.readouterr().out.splitlines() if re.match(r"^ +\d+\.\d\d% +\d", ln)]
+    assert rows == want

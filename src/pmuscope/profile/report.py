@@ -176,6 +176,10 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         self_k = inv[:n]
         ch_k = inv[n:] if use_children else None
     nkeys = len(ukey)
+    depth = None
+    if use_children and call_graph is not None and call_graph.enabled:
+        depth = _chain_depths(call_graph.resolved_order(True), max_stack is not None, stack, st_off, row_key,
+                              ukey, remap if ns * nf <= (1 << 24) else None, self_k, nkeys)
     self_period = np.bincount(self_k, weights=p.period.astype(np.float64), minlength=nkeys)
     self_samples = _counts(self_k, cnt, nkeys)
     child_period = child_samples = None
@@ -284,7 +288,8 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
                                        max(len(p.dso_short_name(d)) if d >= 0 else 9 for d in names))
         if "sym" in sort:
             rep.min_width["sym"] = max(len(_sym_label(p, f)) + 4 for f in frames)
-    perm = _perf_tie_order(p, sort, main[order], self_period[order], s_of, f_of)
+    perm = _perf_tie_order(p, sort, main[order], self_period[order], s_of, f_of,
+                           None if depth is None else (depth[order], call_graph.resolved_order(True)))
     if perm is not None:
         rep.rows = [rep.rows[i] for i in perm]
         rep.display = [rep.display[i] for i in perm]
@@ -302,8 +307,30 @@ def _name_key(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def _chain_depths(order: str, truncated: bool, stack: np.ndarray, st_off: np.ndarray, row_key: np.ndarray,
+                  ukey: np.ndarray, remap: np.ndarray | None, self_k: np.ndarray, nkeys: int) -> np.ndarray:
+    """perf's ``callchain->max_depth`` of each Children row: the longest call chain
+    appended to the entry (util/hist.c: a sample's own entry gets its whole chain,
+    an entry of the chain the part from it on in the cursor's order, which is the
+    call graph's order)."""
+    lens = np.diff(st_off)
+    pos = np.arange(len(stack), dtype=np.int64) - np.repeat(st_off[:-1], lens)
+    whole = np.repeat(lens, lens)
+    if order == "caller":
+        # the stack is leaf first unless --max-stack gave it in caller order
+        d = whole - pos if truncated else pos + 1
+    else:
+        d = whole - pos
+    rk = remap[row_key] if remap is not None else np.searchsorted(ukey, row_key)
+    out = np.zeros(nkeys, dtype=np.int64)
+    np.maximum.at(out, rk, d)
+    np.maximum.at(out, self_k, lens)
+    return out
+
+
 def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: np.ndarray,
-                    s_of: np.ndarray, f_of: np.ndarray) -> list[int] | None:
+                    s_of: np.ndarray, f_of: np.ndarray, depth: tuple[np.ndarray, str] | None = None
+                    ) -> list[int] | None:
     """The order perf prints rows whose overhead is equal (None: no such rows).
 
     perf sorts its output by the sort list ``[overhead_children,] overhead,
@@ -319,9 +346,16 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
     n = len(main)
     if n < 2:
         return None
-    tie = (main[1:] == main[:-1]) & (self_[1:] == self_[:-1])
+    # with call graphs perf puts, of two Children entries of one period and one thread,
+    # the one with the longer chain first in caller order (the caller above its callee;
+    # hpp__sort_overhead_acc), the shorter first in callee order -- before the Self period
+    tie = main[1:] == main[:-1] if depth is not None else (main[1:] == main[:-1]) & (self_[1:] == self_[:-1])
     if not tie.any():
         return None
+    tids = p.tid[s_of].tolist() if depth is not None else None
+    dsign = -1 if depth is not None and depth[1] == "caller" else 1
+    dl = depth[0].tolist() if depth is not None else None
+    sl = self_.tolist()
     # runs of rows equal in both periods (already in descending order of them)
     starts = np.flatnonzero(np.concatenate(([True], ~tie)))
     ends = np.append(starts[1:], n)
@@ -374,7 +408,11 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
     perm = list(range(n))
     for a, b in zip(starts.tolist(), ends.tolist()):
         if b - a > 1:
-            perm[a:b] = sorted(range(a, b), key=key)
+            if dl is None:
+                perm[a:b] = sorted(range(a, b), key=key)
+            else:
+                one_thread = len(set(tids[a:b])) == 1  # perf compares depths of one thread's entries only
+                perm[a:b] = sorted(range(a, b), key=lambda i: (dsign * dl[i] if one_thread else 0, -sl[i], key(i)))
     return perm
 
 
