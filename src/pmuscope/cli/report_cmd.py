@@ -195,7 +195,9 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
     small file and the table's options, or None: that path declined (the
     numpy path, the reference, runs then; ``PMUSCOPE_REPORT_LITE=0`` always).
     ``strict`` (tests): an error other than the path's own ``Decline`` is raised."""
-    if os.environ.get("PMUSCOPE_REPORT_LITE", "1") == "0":
+    from ..profile import lite
+
+    if not lite.enabled():
         return None
     if args.itrace or args.html or args.folded or args.flamegraph or args.children or args.inverted or \
             args.max_stack is not None or args.input == "-":
@@ -215,8 +217,6 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
                    "time_range": _time_range(args.time)}
     except (ValueError, errors.PmuscopeError):
         return None  # the numpy path reports it where it always has
-    from ..profile import lite
-
     try:
         return lite.report(args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
                            percent_limit=args.percent_limit, **filters)

@@ -334,7 +334,7 @@ def _sym_label(name: str) -> str:
 
 # --- reading -----------------------------------------------------------------------------
 class _Sample:
-    __slots__ = ("time", "seq", "pid", "tid", "cpu", "period", "ip")
+    __slots__ = ("time", "pid", "tid", "cpu", "period", "ip")
 
 
 def _read(path: str):
@@ -346,9 +346,14 @@ def _read(path: str):
     from ..records.attrs import AttrTable
     from ..records.types import parse_sideband
 
+    # the reader's warnings (a damaged header section or record) are the numpy path's to print
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pf = PerfDataFile(path)
+        return _read_records(path, caught, Feature, PerfDataFile, parse_sample, AttrTable, parse_sideband)
+
+
+def _read_records(path, caught, Feature, PerfDataFile, parse_sample, AttrTable, parse_sideband):
+    pf = PerfDataFile(path)
     try:
         if caught or pf.feature_errors:
             raise Decline("a damaged header (the numpy path reports it)")
@@ -414,10 +419,8 @@ def _read(path: str):
             if t > max_time:
                 max_time = t
             seq += 1
-            if kind == 1:
-                s.seq = seq
             items.append((t, kind, seq, rec))
-        if pf.data_error is not None:
+        if pf.data_error is not None or caught:
             raise Decline("damaged data (the numpy path reports it)")
         name = pf.event_names[0]
     finally:
