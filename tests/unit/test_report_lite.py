@@ -510,3 +510,38 @@ def test_random_timelines(tmp_path, capsys, monkeypatch):
         accepted += len(compare(path, capsys, monkeypatch, RANDOM_OPTIONS))
     # most are taken (a row the numpy path would show through ids declines)
     assert accepted >= 24 * len(RANDOM_OPTIONS) // 2, accepted
+
+
+def test_damaged_files_print_as_the_numpy_path(written, tmp_path):
+    """A damaged copy of a file the lite path takes: the same output, errors
+    and warnings (printed once) as with the numpy path alone."""
+    import struct
+
+    from pmuscope.perfdata.reader import PerfDataFile
+
+    data = bytearray(open(written[""], "rb").read())
+    with PerfDataFile(written[""]) as pf:
+        start, size = pf.header.data.offset, pf.header.data.size
+    pos, n = start, 0
+    while n < 12:
+        pos += struct.unpack_from("<IHH", data, pos)[2]
+        n += 1
+    variants = {"truncated": data[:start + size // 2], "record-size": bytearray(data),
+                "header": bytearray(data), "sample-type": bytearray(data), "feature": bytearray(data)}
+    struct.pack_into("<H", variants["record-size"], pos + 6, 0xFFF8)
+    struct.pack_into("<Q", variants["header"], 48, size + 4096)  # data section past the feature table
+    struct.pack_into("<I", variants["sample-type"], pos, 9)  # a side-band record read as a sample
+    struct.pack_into("<Q", variants["feature"], start + size + 8, 1 << 40)  # a feature section past the end: a warning
+    for name, blob in variants.items():
+        path = tmp_path / f"{name}.data"
+        path.write_bytes(bytes(blob))
+        outs = []
+        for switch in ("1", "0"):  # a process each: Python shows a warning once per process
+            env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                       PMUSCOPE_REPORT_LITE=switch)
+            r = subprocess.run([sys.executable, "-m", "pmuscope", "report", "--stdio", "-i", str(path)],
+                               capture_output=True, text=True, env=env, timeout=120)
+            outs.append((r.returncode, r.stdout, r.stderr))
+        assert outs[0] == outs[1], name
+        if name == "feature":
+            assert outs[0][0] == 0 and outs[0][2].count("warning") == 1 and "Total Lost Samples" in outs[0][1]
