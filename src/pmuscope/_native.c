@@ -1117,6 +1117,7 @@ done:
 #define ST_EVENT 64
 #define ST_FRAMES 128
 #define ST_CHAIN 256
+#define ST_NS 512
 
 typedef struct {
     Py_buffer view;
@@ -1419,15 +1420,29 @@ static PyObject *py_script_text(PyObject *self, PyObject *args) {
                 *o++ = ' ';
             }
             if (flags & ST_TIME) {
-                uint64_t usec = v_time[i] / 1000;
-                uint64_t secs = usec / 1000000;
-                unsigned frac = (unsigned)(usec - secs * 1000000);
-                o = st_uint(o, secs, 5);
-                *o++ = '.';
-                memcpy(o, st_pairs + 2 * (frac / 10000), 2);
-                memcpy(o + 2, st_pairs + 2 * (frac / 100 % 100), 2);
-                memcpy(o + 4, st_pairs + 2 * (frac % 100), 2);
-                o += 6;
+                if (flags & ST_NS) { /* seconds and nanoseconds: perf script --ns */
+                    uint64_t secs = v_time[i] / 1000000000;
+                    unsigned frac = (unsigned)(v_time[i] - secs * 1000000000);
+                    o = st_uint(o, secs, 5);
+                    *o++ = '.';
+                    *o++ = (char)('0' + frac / 100000000);
+                    frac %= 100000000;
+                    for (int d = 0; d < 4; d++) {
+                        unsigned div = d == 0 ? 1000000 : d == 1 ? 10000 : d == 2 ? 100 : 1;
+                        memcpy(o, st_pairs + 2 * (frac / div % 100), 2);
+                        o += 2;
+                    }
+                } else {
+                    uint64_t usec = v_time[i] / 1000;
+                    uint64_t secs = usec / 1000000;
+                    unsigned frac = (unsigned)(usec - secs * 1000000);
+                    o = st_uint(o, secs, 5);
+                    *o++ = '.';
+                    memcpy(o, st_pairs + 2 * (frac / 10000), 2);
+                    memcpy(o + 2, st_pairs + 2 * (frac / 100 % 100), 2);
+                    memcpy(o + 4, st_pairs + 2 * (frac % 100), 2);
+                    o += 6;
+                }
                 *o++ = ':';
                 *o++ = ' ';
             }

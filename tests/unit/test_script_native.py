@@ -216,7 +216,7 @@ def test_environment_selects_the_formatter(monkeypatch):
     assert ScriptFormatter().native
 
 
-CLI_VARIANTS = [[], ["-G"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cpu,time,event,ip,sym,symoff,dso,"
+CLI_VARIANTS = [[], ["-G"], ["--ns"], ["-F", "comm,tid,ip,sym"], ["-G", "-F", "comm,pid,tid,cpu,time,event,ip,sym,symoff,dso,"
                 "period"], ["-F", "comm,tid,time,event,trace"], ["-F", "pid,cpu,time,period"], ["--comm", "perf"],
                 ["--cpu", "0"]]
 
@@ -284,3 +284,52 @@ def test_fields_the_samples_do_not_have_are_refused(capsys):
     assert cli_main(["script", "-i", path, "-F", "comm,cpu,time"]) == 1
     out, err = capsys.readouterr()
     assert not out and err.count("\n") == 1 and "PERF_SAMPLE_CPU" in err and "leave cpu out" in err
+
+
+def test_field_changes_parse_like_perf():
+    from pmuscope.errors import PmuscopeError
+    from pmuscope.profile.script import FieldChanges, parse_fields
+
+    assert parse_fields("comm,tid") == ("comm", "tid")
+    ch = parse_fields("+period,cpu,-dso")
+    assert isinstance(ch, FieldChanges) and list(ch) == [("+", "period"), ("+", "cpu"), ("-", "dso")]
+    assert ch.apply(("comm", "tid", "period", "ip", "dso")) == ("comm", "tid", "period", "ip", "cpu")
+    with pytest.raises(PmuscopeError, match="not both"):
+        parse_fields("comm,-dso")
+    with pytest.raises(PmuscopeError, match="unknown field"):
+        parse_fields("+nope")
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_time_and_stack_options(env, capsys, monkeypatch):
+    """--reltime starts at 0, --deltatime adds up to the run's length, --max-stack N
+    keeps N frames per chain, -F -dso keeps the rest of the default line, on both formatters."""
+    monkeypatch.setenv("PMUSCOPE_NATIVE_SCRIPT", env)
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+
+    def times(*opts):
+        assert cli_main(["script", "-i", path, "-G", "-F", "time", *opts]) == 0
+        return [float(ln.strip().rstrip(":")) for ln in capsys.readouterr().out.splitlines()]
+
+    t, rel, delta = times(), times("--reltime"), times("--deltatime")
+    assert rel[0] == 0 and rel[-1] == pytest.approx(t[-1] - t[0], abs=2e-6)
+    assert delta[0] == 0 and all(d >= 0 for d in delta) and sum(delta) == pytest.approx(t[-1] - t[0], abs=1e-6 * len(delta))  # each printed in whole us
+    assert cli_main(["script", "-i", path, "--max-stack", "2"]) == 0
+    blocks = capsys.readouterr().out.split("\n\n")
+    assert max(b.count("\n\t") for b in blocks) == 2
+    assert cli_main(["script", "-i", path, "-F", "-dso"]) == 0
+    out = capsys.readouterr().out
+    assert "(" not in out and "\tffffffff" in out and "cpu-clock:" in out
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_ns_times(env, capsys, monkeypatch):
+    """--ns prints the nanoseconds the file holds (perf-g-small's first sample: 1006.582394xxx)."""
+    monkeypatch.setenv("PMUSCOPE_NATIVE_SCRIPT", env)
+    path = [p for p in CORPUS if p.endswith("perf-g-small.data")][0]
+    from pmuscope.profile import load_profile
+
+    t0 = int(load_profile(path).time[0])
+    assert cli_main(["script", "-i", path, "-G", "--ns", "-F", "time"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"{t0 // 10**9:5d}.{t0 % 10**9:09d}: " and first.startswith(" 1006.582394")

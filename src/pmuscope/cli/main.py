@@ -115,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             j = argv.index("record", i + 1)
             argv = argv[:i] + ["mem", "record"] + argv[i + 1:j] + argv[j + 1:]
             first = "mem"
+    if first == "script":
+        # perf's -F -dso (take dso from the defaults): a value argparse would read as an option
+        for i in range(len(argv) - 1):
+            if argv[i] in ("-F", "--fields") and argv[i + 1][:1] == "-" and len(argv[i + 1]) > 1:
+                argv[i:i + 2] = [f"--fields={argv[i + 1]}", ""]
+        argv = [a for a in argv if a != ""]
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

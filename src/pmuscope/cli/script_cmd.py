@@ -25,8 +25,19 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--itrace", metavar="OPTS", default=None,
                    help="Arm SPE: events to synthesize, perf's letters (f m t b a M, i1i; default: all but i)")
     p.add_argument("-F", "--fields", metavar="FIELDS",
-                   help="comma list of comm,tid,pid,cpu,time,event,ip,sym,dso,period,symoff,trace")
+                   help="comma list of comm,tid,pid,cpu,time,event,ip,sym,dso,period,symoff,trace; or changes to "
+                        "the default fields: +name adds, -name removes (-F +cpu,-dso)")
     p.add_argument("-G", "--hide-call-graph", action="store_true", help="do not print call chains")
+    p.add_argument("--max-stack", type=int, metavar="N", help="print at most N frames of each call chain "
+                   "(innermost first, as perf)")
+    p.add_argument("--ns", action="store_true", help="times with nanoseconds")
+    tg = p.add_mutually_exclusive_group()
+    tg.add_argument("--reltime", action="store_true", help="times since the first sample")
+    tg.add_argument("--deltatime", action="store_true", help="times since the sample before")
+    hg = p.add_mutually_exclusive_group()
+    hg.add_argument("--header", action="store_true", help="print the recording's header first (perf's "
+                    "--header: host, kernel, command line, events, features)")
+    hg.add_argument("--header-only", action="store_true", help="print the recording's header only")
     p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
     add_filter_options(p)
 
@@ -52,10 +63,29 @@ def run(args: argparse.Namespace) -> int:
     from ..profile.script import ScriptFormatter, parse_fields
     from .report_cmd import apply_filters, unwind_note
 
+    from ..profile.script import FieldChanges
+
     fields = parse_fields(args.fields)
     from .report_cmd import _time_range
 
     _time_range(args.time)  # bad options fail before the file is read
+    if args.max_stack is not None and args.max_stack < 0:
+        raise errors.PmuscopeError(f"--max-stack {args.max_stack}: expected a number of frames >= 0")
+    changes = isinstance(fields, FieldChanges)
+    named = None if changes or fields is None else set(fields)  # fields the user named outright
+    source = args.input
+    if args.header or args.header_only:
+        from ..perfdata import PerfDataFile, header_lines
+
+        source = PerfDataFile(args.input if args.input != "-" else sys.stdin.buffer,
+                              name=None if args.input != "-" else "<stdin>")
+        if args.header_only and source.pipe:
+            for _ in source.records():  # a pipe's features come as records
+                pass
+        sys.stdout.write("".join(ln + "\n" for ln in header_lines(source, frame=True)))
+        if args.header_only:
+            source.close()
+            return 0
     show_chain = not args.hide_call_graph
     # samples are read, formatted and written a chunk at a time: memory holds one
     # chunk's samples and the frame tables, whatever the file's size; -G reads no call chains
@@ -64,30 +94,37 @@ def run(args: argparse.Namespace) -> int:
     # the text does not depend on the ids of frames and comms: rounds are resolved
     # ROUND_SAMPLES at a time (PMUSCOPE_SCRIPT_ROUND_SAMPLES=0: one by one, as reports)
     rounds = 0 if reference else _round_samples()
-    chunks = iter_profile_chunks(args.input, keep_raw=fields is None or "trace" in fields,
+    chunks = iter_profile_chunks(source, keep_raw=named is None or "trace" in named,
                                  kernel_symbols=False if args.no_kernel_symbols else None, itrace=args.itrace,
                                  callchain=show_chain, round_samples=rounds)
     first = next(chunks)
+    asked = named if named is not None else {f for op, f in fields if op == "+"} if changes else set()
     for field, have in (("cpu", first.has_cpu), ("time", first.has_time)):
-        if fields is not None and field in fields and not have and len(first):
+        if field in asked and not have and len(first):
             # perf refuses the field too ("Cannot print 'cpu' field")
             ev = first.event_names[int(first.event[0])] if len(first.event_names) else "the"
             raise errors.PmuscopeError(f"-F {field}: the samples of '{ev}' were recorded without "
                                        f"PERF_SAMPLE_{field.upper()}; leave {field} out of -F")
-    joined = fields is None and bool(first.tp_formats) or reference
+    joined = named is None and bool(first.tp_formats) or reference
     if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
         first = join_chunks([first, *chunks])
         unwind_note(first, "script")
-    fmt = ScriptFormatter(fields, callchain=show_chain)
+    fmt = ScriptFormatter(fields, callchain=show_chain, ns=args.ns)
     sys.stdout.flush()
     write = sys.stdout.buffer.write
     last, newest, disordered = first, -1, False
+    base = None  # --reltime: the first sample's time; --deltatime: the time of the sample before
     for prof in itertools.chain((first,), () if joined else chunks):
         last = prof
         if prof.has_time and len(prof.time):
             disordered |= int(prof.time[0]) < newest
             newest = max(newest, int(prof.time[-1]))
-        fmt.write(apply_filters(prof, args), write)
+        prof = apply_filters(prof, args)
+        if args.max_stack is not None and prof.has_callchain:
+            prof.stack, prof.stack_offsets = prof.chains(order="callee", max_stack=args.max_stack)
+        if (args.reltime or args.deltatime) and prof.has_time and len(prof.time):
+            prof.time, base = _shifted_times(prof.time, base, args.deltatime)
+        fmt.write(prof, write)
     sys.stdout.buffer.flush()
     if not joined:
         unwind_note(last, "script")
@@ -95,3 +132,19 @@ def run(args: argparse.Namespace) -> int:
         print("pmuscope script: warning: samples older than some already printed came in a later round; "
               "printed in the order they came", file=sys.stderr)
     return 0
+
+
+def _shifted_times(t, base, delta: bool):
+    """``--reltime``: times since the first sample; ``--deltatime``: since the
+    sample before (the first: 0). Returns the new times and what the next
+    chunk is measured from."""
+    import numpy as np
+
+    t = t.astype(np.uint64, copy=False)
+    if not delta:
+        base = int(t[0]) if base is None else base
+        return t - np.minimum(t, np.uint64(base)), base
+    prev = np.empty_like(t)
+    prev[0] = t[0] if base is None else min(int(t[0]), base)
+    prev[1:] = np.minimum(t[:-1], t[1:])
+    return t - prev, int(t[-1])

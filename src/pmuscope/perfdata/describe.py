@@ -4,18 +4,30 @@
 
 from __future__ import annotations
 
-from .features import Feature, GroupDesc, NrCpus, PmuCaps, SampleTime
+from .features import Compressed, Feature, GroupDesc, NrCpus, PmuCaps, SampleTime
 from .reader import PerfDataFile
 
 #: features perf 6.1 knows (HEADER_LAST_FEATURE = 32), for "missing features"
 _KNOWN = range(1, 32)
 
 
-def header_lines(p: PerfDataFile) -> list[str]:
+def header_lines(p: PerfDataFile, *, frame: bool = False) -> list[str]:
     """perf-style ``# key : value`` lines for the header and the features
-    that have a one-line form; others say ``NAME info available``."""
+    that have a one-line form; others say ``NAME info available``. With
+    ``frame``, the whole of ``perf report --header-only``: between ``# ========``
+    lines, with the file's time and the header version first."""
     f = p.features
     out = []
+    if frame:
+        out.append("# ========")
+        mtime = _mtime(p)
+        if mtime is not None:
+            import time
+
+            out.append(f"# captured on    : {time.ctime(mtime)}")
+        out.append("# header version : 1")
+        if p.pipe:  # perf prints the pipe header first; the features come later, as records
+            out += ["# data offset    : 0", "# data size      : 0", "# feat offset    : 0", "# ========", "#"]
     if not p.pipe:
         h = p.header
         out += [f"# data offset    : {h.data.offset}", f"# data size      : {h.data.size}",
@@ -34,9 +46,18 @@ def header_lines(p: PerfDataFile) -> list[str]:
         out.append(f"# total memory : {f[Feature.TOTAL_MEM]} kB")
     if isinstance(f.get(Feature.CMDLINE), list):
         out.append("# cmdline : " + "".join(a + " " for a in f[Feature.CMDLINE]))
+    descs = f.get(Feature.EVENT_DESC)
+    if isinstance(descs, list):
+        from ..events.attr_text import attr_lines
+
+        for d in descs:  # print_event_desc: "name = N, " then ", id = { ... }" and the attr's fields
+            ids = f", id = {{ {', '.join(str(i) for i in d.ids)} }}" if d.ids else ""
+            out.append(f"# event : name = {d.name}, {ids}" + "".join(f", {k} = {v}" for k, v in attr_lines(d.attr)))
     for bit in (Feature.CPU_TOPOLOGY, Feature.NUMA_TOPOLOGY):
         if bit in f:
             out.append(f"# {bit.name} info available, use -I to display")
+    if Feature.BRANCH_STACK in f:
+        out.append("# contains samples with branch stack")
     pmus = f.get(Feature.PMU_MAPPINGS)
     if isinstance(pmus, dict):
         out.append("# pmu mappings: " + ", ".join(f"{name} = {t}" for t, name in pmus.items()))
@@ -47,12 +68,24 @@ def header_lines(p: PerfDataFile) -> list[str]:
             if isinstance(g, GroupDesc) and g.nr_members > 1:
                 prefix = "" if g.name == "{anon_group}" else g.name
                 out.append(f"# group: {prefix}{{{','.join(names[g.leader_idx : g.leader_idx + g.nr_members])}}}")
+    if Feature.AUXTRACE in f:
+        out.append("# contains AUX area data (e.g. instruction trace)")
+    if Feature.STAT in f:
+        out.append("# contains stat data")
     if Feature.CACHE in f:
         out.append("# CACHE info available, use -I to display")
     st = f.get(Feature.SAMPLE_TIME)
     if isinstance(st, SampleTime):
         out += [f"# time of first sample : {_usec(st.first)}", f"# time of last sample : {_usec(st.last)}",
                 f"# sample duration : {(st.last - st.first) / 1e6:10.3f} ms"]
+    if Feature.MEM_TOPOLOGY in f:
+        out.append("# MEM_TOPOLOGY info available, use -I to display")
+    if isinstance(f.get(Feature.CLOCKID), int):
+        out.append(f"# clockid frequency: {f[Feature.CLOCKID] // 1_000_000} MHz")
+    comp = f.get(Feature.COMPRESSED)
+    if isinstance(comp, Compressed):
+        kind = "Zstd" if comp.type == 1 else "Unknown"
+        out.append(f"# compressed : {kind}, level = {comp.level}, ratio = {comp.ratio}")
     if Feature.HYBRID_TOPOLOGY in f:
         out.append("# HYBRID_TOPOLOGY info available, use -I to display")
     caps = f.get(Feature.CPU_PMU_CAPS)
@@ -64,7 +97,28 @@ def header_lines(p: PerfDataFile) -> list[str]:
     if not p.pipe:
         missing = [Feature(b).name for b in _KNOWN if b not in f]
         out.append("# missing features: " + "".join(n + " " for n in missing))
+    if frame and not p.pipe:
+        out += ["# ========", "#"]
     return out
+
+
+def _mtime(p: PerfDataFile) -> float | None:
+    """The recording's modification time (perf's ``captured on``), None for a pipe."""
+    import os
+    import stat as _stat
+
+    f = getattr(p, "_file", None)
+    try:
+        if f is not None:
+            return os.fstat(f.fileno()).st_mtime
+        if p.source == "<stdin>":  # perf: fstat of its input, a pipe too
+            import sys
+
+            return os.fstat(sys.stdin.fileno()).st_mtime
+        st = os.stat(p.source)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return st.st_mtime if _stat.S_ISREG(st.st_mode) else None
 
 
 def _usec(ns: int) -> str:

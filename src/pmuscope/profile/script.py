@@ -39,16 +39,42 @@ except ImportError:  # no C compiler at install time: the Python formatter serve
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
 
+class FieldChanges(tuple):
+    """``-F +period,-dso``: ``(("+", "period"), ("-", "dso"))``, changes to the
+    default fields of what was recorded (perf's ``+``/``-`` form)."""
+
+    def apply(self, base: Sequence[str]) -> tuple[str, ...]:
+        out = list(base)
+        for op, f in self:
+            if op == "+" and f not in out:
+                out.append(f)
+            elif op == "-" and f in out:
+                out.remove(f)
+        return tuple(out)
+
+
 def parse_fields(text: str | None) -> tuple[str, ...] | None:
-    """``-F comm,tid,ip`` -> a tuple; None for the default set."""
+    """``-F comm,tid,ip`` -> a tuple; None for the default set; ``-F +period,-dso``
+    (a list starting with + or -: each name added to or taken from the default
+    fields, the sign carried on to the names after it, as perf reads it) -> a
+    :class:`FieldChanges`."""
     if not text:
         return None
-    out = tuple(f.strip() for f in text.split(",") if f.strip())
-    bad = [f for f in out if f not in FIELDS]
-    if bad or not out:
+    items = [f.strip() for f in text.split(",") if f.strip()]
+    changes = bool(items) and items[0][0] in "+-"
+    ops, op = [], "+"
+    for it in items:
+        if it[0] in "+-":
+            if not changes:
+                raise PmuscopeError(f"-F {text!r}: either name the fields or change the defaults "
+                                    f"with +name/-name, not both")
+            op, it = it[0], it[1:].strip()
+        ops.append((op, it))
+    bad = [f for _, f in ops if f not in FIELDS]
+    if bad or not ops:
         raise PmuscopeError(f"-F {text!r}: unknown field(s) {', '.join(bad) or '(none)'}; "
                             f"choose from {','.join(FIELDS)}")
-    return out
+    return FieldChanges(ops) if changes else tuple(f for _, f in ops)
 
 
 def default_fields(p: Profile) -> tuple[str, ...]:
@@ -76,8 +102,10 @@ def native_script_wanted() -> bool:
 
 
 # flags of _native.script_text: which header fields, and what follows the header
-_NF = {"comm": 1, "pid": 2, "tid": 4, "cpu": 8, "time": 16, "period": 32, "event": 64}
+_NF = {"comm": 1, "pid": 2, "tid": 4, "cpu": 8, "time": 16, "period": 32, "event": 64, "nstime": 16 | 512}
 _NF_FRAMES, _NF_CHAIN = 128, 256
+#: the field --ns makes of ``time``: seconds and nanoseconds (perf script --ns)
+NSTIME = "nstime"
 
 
 def _event_texts(p: Profile) -> list[bytes] | None:
@@ -165,16 +193,19 @@ def _middle(p: Profile, lo: int, hi: int, fs: set) -> list | None:
     caller formats those in Python)."""
     m = hi - lo
     plan: list = []
-    if "time" in fs:
-        usec = p.time[lo:hi] // np.uint64(1000)
-        secs = usec // np.uint64(1_000_000)
+    if "time" in fs or NSTIME in fs:
+        ns = NSTIME in fs
+        unit = np.uint64(1 if ns else 1000)
+        per_sec = np.uint64(1_000_000_000 if ns else 1_000_000)
+        usec = p.time[lo:hi] // unit
+        secs = usec // per_sec
         w_hi = _ndigits(secs.max()) if m else 1
         w_lo = _ndigits(secs.min()) if m else 1
         if max(w_hi, 5) != max(w_lo, 5):
             return None
-        frac = usec - secs * np.uint64(1_000_000)
+        frac = usec - secs * per_sec
         plan += [(max(w_hi, 5), lambda rows: _put_digits(rows, secs)), _const(b"."),
-                 (6, lambda rows: _put_digits(rows, frac, zero_pad=True)), _const(b": ")]
+                 (9 if ns else 6, lambda rows: _put_digits(rows, frac, zero_pad=True)), _const(b": ")]
     if "period" in fs:
         per = p.period[lo:hi]
         top = int(per.max()) if m else 0
@@ -304,6 +335,9 @@ def _middle_slow(p: Profile, i: int, fs: set) -> bytes:
     if "time" in fs:
         usec = int(p.time[i]) // 1000
         t += f"{usec // 1_000_000:5d}.{usec % 1_000_000:06d}: "
+    elif NSTIME in fs:
+        nsec = int(p.time[i])
+        t += f"{nsec // 1_000_000_000:5d}.{nsec % 1_000_000_000:09d}: "
     if "period" in fs:
         t += f"{int(p.period[i]):10d} "
     if "event" in fs:
@@ -320,9 +354,11 @@ class ScriptFormatter:
     shared tables alone, so the pieces' texts joined are the whole profile's."""
 
     def __init__(self, fields: Sequence[str] | None = None, *, callchain: bool = True, batch: int = 65536,
-                 native: bool | None = None) -> None:
-        self.fields = tuple(fields) if fields else None
+                 native: bool | None = None, ns: bool = False) -> None:
+        self._changes = fields if isinstance(fields, FieldChanges) else None
+        self.fields = tuple(fields) if fields and self._changes is None else None
         self.callchain = callchain
+        self.ns = ns  # times with nanoseconds (perf script --ns)
         self.batch = batch
         #: the C formatter (None: unless ``PMUSCOPE_NATIVE_SCRIPT=0``); the Python one is the reference
         self.native = native_script_wanted() if native is None else native and native_script_available()
@@ -376,8 +412,15 @@ class ScriptFormatter:
     def _plan(self, p: Profile) -> tuple[tuple, set, bool, bool]:
         if self.fields is None:
             self.fields = default_fields(p)
+            if self._changes is not None:
+                self.fields = self._changes.apply(self.fields)
+        if self.ns and "time" in self.fields:
+            self.fields = tuple(NSTIME if f == "time" else f for f in self.fields)
         fs = set(self.fields)
-        want_frames = bool(fs & {"ip", "sym", "dso"})
+        if "symoff" in fs and "sym" not in fs:
+            raise PmuscopeError("-F: symoff (offsets in symbols) needs sym; add sym or leave symoff out")
+        # perf prints sym, symoff and dso beside an ip only (and call chains only with ip)
+        want_frames = "ip" in fs
         chain = self.callchain and p.has_callchain and want_frames
         return self.fields, fs, want_frames, chain
 
