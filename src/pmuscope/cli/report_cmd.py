@@ -6,9 +6,10 @@ import argparse
 import os
 import sys
 
-from .. import errors
+from .. import _lazy, errors
 
-USES_NUMPY = True
+#: numpy is imported by run() only when the numpy path is taken (see _lite_report)
+USES_NUMPY = False
 #: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
 FAST_EXIT = True
 HELP = ("overhead table and call graphs of a perf.data file like perf report (--sort, -g, filters, --json, "
@@ -189,12 +190,58 @@ def _collapsible(args: argparse.Namespace) -> bool:
     return os.environ.get("PMUSCOPE_REPORT_STREAM", "1") != "0"
 
 
+def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: bool = False) -> str | None:
+    """The output of the numpy-free path (:mod:`pmuscope.profile.lite`) for a
+    small file and the table's options, or None: that path declined (the
+    numpy path, the reference, runs then; ``PMUSCOPE_REPORT_LITE=0`` always).
+    ``strict`` (tests): an error other than the path's own ``Decline`` is raised."""
+    from ..profile import lite
+
+    if not lite.enabled():
+        return None
+    if args.itrace or args.html or args.folded or args.flamegraph or args.children or args.inverted or \
+            args.max_stack is not None or args.input == "-":
+        return None
+    if any(kind != "percent" for kind, _ in getattr(args, "call_graph_steps", None) or []):
+        return None
+    if _interactive(args):
+        return None
+    try:
+        cpus = None
+        if args.cpu:
+            from ..system import parse_cpulist
+
+            cpus = parse_cpulist(args.cpu)
+        filters = {"pids": _ints(args.pid, "pid"), "tids": _ints(args.tid, "tid"), "cpus": cpus,
+                   "comms": [c for c in args.comm.split(",") if c] if args.comm else None,
+                   "time_range": _time_range(args.time)}
+    except (ValueError, errors.PmuscopeError):
+        return None  # the numpy path reports it where it always has
+    try:
+        return lite.report(args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
+                           percent_limit=args.percent_limit, **filters)
+    except lite.Decline:
+        return None
+    except Exception:  # noqa: BLE001 - anything unusual (a damaged file ...): the numpy path reads it
+        if strict:
+            raise
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..profile.model import load_profile
-    from ..profile.report import format_report, parse_sort, report_json, reports_by_event
+    from ..profile.report_format import parse_sort
 
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
+    text = _lite_report(args, sort)
+    if text is not None:
+        sys.stdout.write(text)
+        return 0
+    _lazy.numpy(one_blas_thread=True)  # as the CLI imports it for the commands that always need it
+
+    from ..profile.model import load_profile
+    from ..profile.report import format_report, report_json, reports_by_event
+
     call_graph, explicit = call_graph_params(args)
     ks = False if args.no_kernel_symbols else None
     if _collapsible(args):

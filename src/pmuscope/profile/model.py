@@ -235,13 +235,9 @@ class Profile:
         short = self.symbolizer.module_short.get(int(dso_id))
         if short is not None:  # a kernel module known by its path
             return short
-        name = self.dso_name(dso_id)
-        if name.startswith("["):
-            return name
-        base = os.path.basename(name) or name
-        if base.startswith("perf-") and base.endswith(".map") and base[5:-4].isdigit():
-            return f"[JIT] tid {base[5:-4]}"
-        return base
+        from .report_format import short_dso_name
+
+        return short_dso_name(self.dso_name(dso_id))
 
     def sym_name(self, sym_id: int) -> str:
         return self.symbolizer.sym_name(int(sym_id))

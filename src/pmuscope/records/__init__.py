@@ -77,6 +77,9 @@ chunk, a field running past the end of its record) raises
 expected. Decoding never loops without progress.
 """
 
+import sys as _sys
+import types as _types
+
 from .attrs import AttrEntry, AttrTable, id_pos, is_pos, sample_id_size
 from .types import (
     Aux,
@@ -106,8 +109,29 @@ from .types import (
     Unthrottle,
     UserRecord,
 )
-from .sample import SampleBatch, parse_sample
-from .decode import RecordSource, decode, iter_headers
+from ._scalar import parse_sample
+from .._lazy import lazy_exports
+
+# the columnar decoder needs numpy: imported on first use (the perf.data reader
+# and the small-file report read records without it)
+__getattr__, __dir__ = lazy_exports(__name__, {"SampleBatch": ".sample", "RecordSource": ".decode",
+                                               "decode": ".decode", "iter_headers": ".decode"})
+
+
+class _Package(_types.ModuleType):
+    """This package's module type: the name ``decode`` is the function
+    :func:`~pmuscope.records.decode.decode`, also once the submodule of that
+    name is imported (the import system then sets the package's attribute to
+    the submodule, which an eager ``from .decode import decode`` used to
+    overwrite)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "decode" and isinstance(value, _types.ModuleType):
+            value = value.decode
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "AttrEntry",

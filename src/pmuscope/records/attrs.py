@@ -13,11 +13,14 @@ from types import SimpleNamespace
 
 from typing import Iterable, Sequence
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .._plain import Plain
 from .. import errors
 from ..kernel import abi
+
+if TYPE_CHECKING:
+    import numpy as np
 
 S = SimpleNamespace(**{m.name: int(m) for m in abi.PerfSample})  # plain ints: IntFlag ops are slow
 
@@ -135,11 +138,7 @@ class AttrTable:
                 raise errors.FormatError(
                     "several attrs but no PERF_SAMPLE_ID/IDENTIFIER in sample_type: samples cannot be told apart"
                 )
-        ids = np.fromiter(self.by_id.keys(), dtype=np.uint64, count=len(self.by_id))
-        idx = np.fromiter(self.by_id.values(), dtype=np.int32, count=len(self.by_id))
-        order = np.argsort(ids, kind="stable")
-        self._sorted_ids = ids[order]
-        self._sorted_idx = idx[order]
+        self._sorted: tuple | None = None  # (ids, attr indexes) sorted by id, made on first use
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -162,14 +161,22 @@ class AttrTable:
 
     def indices_of_ids(self, ids: np.ndarray) -> np.ndarray:
         """Vectorized :meth:`index_of_id`: int32 array, -1 for unknown ids."""
+        import numpy as np  # this module is also read on numpy-free paths (the perf.data reader)
+
         if len(self.entries) == 1:
             return np.zeros(len(ids), dtype=np.int32)
-        if not len(self._sorted_ids):
+        if self._sorted is None:
+            sid = np.fromiter(self.by_id.keys(), dtype=np.uint64, count=len(self.by_id))
+            idx = np.fromiter(self.by_id.values(), dtype=np.int32, count=len(self.by_id))
+            order = np.argsort(sid, kind="stable")
+            self._sorted = (sid[order], idx[order])
+        sorted_ids, sorted_idx = self._sorted
+        if not len(sorted_ids):
             return np.full(len(ids), -1, dtype=np.int32)
-        pos = np.searchsorted(self._sorted_ids, ids)
-        pos = np.minimum(pos, len(self._sorted_ids) - 1)
-        hit = self._sorted_ids[pos] == ids
-        return np.where(hit, self._sorted_idx[pos], -1).astype(np.int32)
+        pos = np.searchsorted(sorted_ids, ids)
+        pos = np.minimum(pos, len(sorted_ids) - 1)
+        hit = sorted_ids[pos] == ids
+        return np.where(hit, sorted_idx[pos], -1).astype(np.int32)
 
     @classmethod
     def single_attr(cls, attr: abi.perf_event_attr, name: str | None = None, ids: Sequence[int] = ()) -> "AttrTable":

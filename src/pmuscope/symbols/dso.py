@@ -19,13 +19,17 @@ from __future__ import annotations
 import os
 import threading
 import zlib
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from .._plain import Plain
 from ..errors import FormatError
-from .elf import ET_EXEC, PF_X, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile, RawSymbols
-from .table import SymbolTable
+from .elf import (ET_EXEC, PF_X, SHT_DYNSYM, SHT_SYMTAB, STB_GLOBAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, ElfFile,
+                  RawSymbols)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .table import SymbolTable
 
 DEFAULT_DEBUG_ROOT = "/usr/lib/debug"
 #: perf's build-id cache
@@ -109,6 +113,8 @@ class ElfDso(Plain):
 
     def file_offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
         """Link-time addresses (the ones in the symbol table) of file offsets."""
+        import numpy as np
+
         if self.elf is None:
             return np.asarray(offsets, dtype=np.uint64)
         return self.elf.offset_to_vaddr(offsets)
@@ -117,6 +123,8 @@ class ElfDso(Plain):
         """Link-time addresses of ``ips`` in a mapping ``[start, ...)`` of this
         file at ``pgoff``. For a debug-only file the mapping is taken to begin
         at the page of the executable segment (the loader maps it that way)."""
+        import numpy as np
+
         ips = np.asarray(ips, dtype=np.uint64)
         if self.debug_only:
             text = min((s for s in self.elf.load_segments if s.p_flags & PF_X),
@@ -127,6 +135,8 @@ class ElfDso(Plain):
 
 def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
     """``raw`` plus the binary's synthesized ``name@plt`` symbols."""
+    import numpy as np
+
     try:
         plt = elf.plt_symbols()
     except FormatError:
@@ -167,19 +177,16 @@ def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
         label_sections=raw.label_sections)
 
 
-def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
-                 buildid_dir: str | None = None, expect_build_id: str | None = None,
-                 include_objects: bool = False) -> ElfDso:
-    """Open ``path`` and pick its symbol table by the search order above.
-
-    Raises :class:`FormatError` when ``path`` is not a readable ELF file.
-    """
-    elf = ElfFile.open(path)
-    build_id = elf.build_id
+def find_symtab(path: str, elf: ElfFile, build_id: str | None, *, debug_root: str = DEFAULT_DEBUG_ROOT,
+                buildid_dir: str | None = None,
+                expect_build_id: str | None = None) -> tuple[ElfFile, str, str] | None:
+    """Where the symbols of ``path`` (opened as ``elf``, its build-id
+    ``build_id``) are read from, by the search order above: ``(the ELF file
+    holding them, its section, how it was found)``, or None when there are
+    none. Reads headers only (no numpy): :func:`load_elf_dso` and the
+    small-file report (:mod:`pmuscope.profile.lite`) share it."""
     if elf.has_symtab():
-        table = SymbolTable.from_elf(_with_plt(elf.symbols(".symtab"), elf),
-                                     include_objects=include_objects)
-        return ElfDso(path, elf, table, build_id, path, ".symtab", "symtab")
+        return elf, ".symtab", "symtab"
     link = elf.debuglink
     want_id = build_id or expect_build_id
     for how, cand in debug_file_candidates(path, want_id, link[0] if link else None,
@@ -201,15 +208,36 @@ def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
                     continue
             except OSError:
                 continue
-        # PLT entries come from the runtime binary: a debug file's .plt is NOBITS
-        table = SymbolTable.from_elf(_with_plt(dbg.symbols(".symtab"), elf),
-                                     include_objects=include_objects)
-        return ElfDso(path, elf, table, build_id, cand, ".symtab", how)
-    raw = elf.symbols(".dynsym")
-    if raw is not None:
-        return ElfDso(path, elf, SymbolTable.from_elf(_with_plt(raw, elf),
-                                                      include_objects=include_objects),
-                      build_id, path, ".dynsym", "dynsym")
+        return dbg, ".symtab", how
+    sec = elf.section(".dynsym")
+    if sec is not None and sec.sh_type in (SHT_SYMTAB, SHT_DYNSYM) and sec.sh_size != 0:
+        return elf, ".dynsym", "dynsym"
+    return None
+
+
+def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
+                 buildid_dir: str | None = None, expect_build_id: str | None = None,
+                 include_objects: bool = False) -> ElfDso:
+    """Open ``path`` and pick its symbol table by the search order above
+    (:func:`find_symtab`).
+
+    Raises :class:`FormatError` when ``path`` is not a readable ELF file.
+    """
+    import numpy as np
+
+    from .table import SymbolTable
+
+    elf = ElfFile.open(path)
+    build_id = elf.build_id
+    found = find_symtab(path, elf, build_id, debug_root=debug_root, buildid_dir=buildid_dir,
+                        expect_build_id=expect_build_id)
+    if found is not None:
+        symfile, section, how = found
+        # PLT entries come from the runtime binary (a debug file's .plt is NOBITS)
+        raw = symfile.symbols(section)
+        if raw is not None:
+            table = SymbolTable.from_elf(_with_plt(raw, elf), include_objects=include_objects)
+            return ElfDso(path, elf, table, build_id, symfile.path, section, how)
     empty = SymbolTable(np.zeros(0, np.uint64), np.zeros(0, np.uint64), lambda i: "")
     return ElfDso(path, elf, empty, build_id, None, None, "none")
 
@@ -219,9 +247,13 @@ class DsoCache:
     mtime): each binary is parsed once however many processes map it. A
     failure (missing or non-ELF file) is cached too, as None."""
 
-    def __init__(self, *, debug_root: str = DEFAULT_DEBUG_ROOT, buildid_dir: str | None = None):
+    def __init__(self, *, debug_root: str = DEFAULT_DEBUG_ROOT, buildid_dir: str | None = None,
+                 loader: Callable[..., object] | None = None):
         self.debug_root = debug_root
         self.buildid_dir = buildid_dir
+        #: how a file is parsed: :func:`load_elf_dso`'s signature, returning an
+        #: object with ``build_id`` (the small-file report plugs its own in)
+        self._load = loader or load_elf_dso
         self._by_key: dict[tuple, ElfDso | None] = {}
         self._lock = threading.Lock()
         self.parsed = 0
@@ -269,8 +301,8 @@ class DsoCache:
             if key in self._by_key:
                 return self._by_key[key]
         try:
-            dso = load_elf_dso(path, debug_root=self.debug_root, buildid_dir=self.buildid_dir,
-                               expect_build_id=expect_build_id)
+            dso = self._load(path, debug_root=self.debug_root, buildid_dir=self.buildid_dir,
+                             expect_build_id=expect_build_id)
         except FormatError:
             dso = None
         with self._lock:

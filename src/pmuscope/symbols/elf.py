@@ -1,7 +1,8 @@
 """A small ELF reader: section and program headers, build-id notes,
 ``.gnu_debuglink`` and bulk symbol tables.
 
-Only the standard library and numpy are needed. Symbol tables are read in one
+Only the standard library and numpy are needed (numpy only for the bulk
+symbol tables: headers, notes and sections are read without it). Symbol tables are read in one
 piece with a numpy structured dtype (``Elf64_Sym``/``Elf32_Sym`` in the file's
 byte order) instead of one Python object per symbol; names stay as offsets into
 the string table until somebody asks for them.
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
+import sys
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from .._plain import Plain
 from ..errors import FormatError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # e_type
 ET_EXEC = 2
@@ -61,6 +65,8 @@ _ELF_MAGIC = b"\x7fELF"
 
 
 def _sym_dtype(elf64: bool, order: str) -> np.dtype:
+    import numpy as np
+
     if elf64:
         return np.dtype([("st_name", order + "u4"), ("st_info", "u1"), ("st_other", "u1"),
                          ("st_shndx", order + "u2"), ("st_value", order + "u8"),
@@ -70,9 +76,11 @@ def _sym_dtype(elf64: bool, order: str) -> np.dtype:
                      ("st_shndx", order + "u2")])
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(Plain):
     """One section header (``ElfN_Shdr``) with its resolved name."""
+
+    __slots__ = _fields = ("index", "name", "sh_type", "sh_flags", "sh_addr", "sh_offset", "sh_size", "sh_link",
+                           "sh_info", "sh_addralign", "sh_entsize")
 
     index: int
     name: str
@@ -86,10 +94,25 @@ class Section:
     sh_addralign: int
     sh_entsize: int
 
+    def __init__(self, index: int, name: str, sh_type: int, sh_flags: int, sh_addr: int, sh_offset: int,
+                 sh_size: int, sh_link: int, sh_info: int, sh_addralign: int, sh_entsize: int) -> None:
+        self.index = index
+        self.name = name
+        self.sh_type = sh_type
+        self.sh_flags = sh_flags
+        self.sh_addr = sh_addr
+        self.sh_offset = sh_offset
+        self.sh_size = sh_size
+        self.sh_link = sh_link
+        self.sh_info = sh_info
+        self.sh_addralign = sh_addralign
+        self.sh_entsize = sh_entsize
 
-@dataclass(frozen=True)
-class Segment:
+
+class Segment(Plain):
     """One program header (``ElfN_Phdr``)."""
+
+    __slots__ = _fields = ("p_type", "p_flags", "p_offset", "p_vaddr", "p_paddr", "p_filesz", "p_memsz", "p_align")
 
     p_type: int
     p_flags: int
@@ -100,15 +123,28 @@ class Segment:
     p_memsz: int
     p_align: int
 
+    def __init__(self, p_type: int, p_flags: int, p_offset: int, p_vaddr: int, p_paddr: int, p_filesz: int,
+                 p_memsz: int, p_align: int) -> None:
+        self.p_type = p_type
+        self.p_flags = p_flags
+        self.p_offset = p_offset
+        self.p_vaddr = p_vaddr
+        self.p_paddr = p_paddr
+        self.p_filesz = p_filesz
+        self.p_memsz = p_memsz
+        self.p_align = p_align
 
-@dataclass
-class RawSymbols:
+
+class RawSymbols(Plain):
     """A symbol table as columns: ``st_value``, ``st_size``, ``st_info``,
     ``st_shndx`` and ``st_name`` (offsets into ``strtab``); ``st_other``
     (visibility) and ``label_sections`` (per section index: 1 for an
     ``SHF_ALLOC`` section whose name contains "text", 2 for one whose name
     contains "data", else 0: where perf takes ``STT_NOTYPE`` labels) when
     read from a file, None when unknown (no label is then taken)."""
+
+    _fields = ("st_name", "st_value", "st_size", "st_info", "st_shndx", "strtab", "section", "st_other",
+               "label_sections")
 
     st_name: np.ndarray
     st_value: np.ndarray
@@ -117,8 +153,21 @@ class RawSymbols:
     st_shndx: np.ndarray
     strtab: bytes
     section: str
-    st_other: np.ndarray | None = None
-    label_sections: np.ndarray | None = None
+    st_other: np.ndarray | None
+    label_sections: np.ndarray | None
+
+    def __init__(self, st_name: np.ndarray, st_value: np.ndarray, st_size: np.ndarray, st_info: np.ndarray,
+                 st_shndx: np.ndarray, strtab: bytes, section: str, st_other: np.ndarray | None = None,
+                 label_sections: np.ndarray | None = None) -> None:
+        self.st_name = st_name
+        self.st_value = st_value
+        self.st_size = st_size
+        self.st_info = st_info
+        self.st_shndx = st_shndx
+        self.strtab = strtab
+        self.section = section
+        self.st_other = st_other
+        self.label_sections = label_sections
 
     def __len__(self) -> int:
         return len(self.st_value)
@@ -130,8 +179,7 @@ class RawSymbols:
         return self.strtab[off:end if end >= 0 else len(self.strtab)].decode("utf-8", "replace")
 
 
-@dataclass
-class ElfFile:
+class ElfFile(Plain):
     """Headers of one ELF file, read eagerly (they are small); section
     contents are read on demand from ``path``.
 
@@ -139,15 +187,31 @@ class ElfFile:
     ELF or whose headers point outside the file.
     """
 
+    _fields = ("path", "elf64", "little_endian", "e_type", "e_machine", "e_entry", "sections", "segments",
+               "file_size")
+
     path: str
     elf64: bool
     little_endian: bool
     e_type: int
     e_machine: int
     e_entry: int
-    sections: list[Section] = field(default_factory=list)
-    segments: list[Segment] = field(default_factory=list)
-    file_size: int = 0
+    sections: list[Section]
+    segments: list[Segment]
+    file_size: int
+
+    def __init__(self, path: str, elf64: bool, little_endian: bool, e_type: int, e_machine: int, e_entry: int,
+                 sections: list[Section] | None = None, segments: list[Segment] | None = None,
+                 file_size: int = 0) -> None:
+        self.path = path
+        self.elf64 = elf64
+        self.little_endian = little_endian
+        self.e_type = e_type
+        self.e_machine = e_machine
+        self.e_entry = e_entry
+        self.sections = [] if sections is None else sections
+        self.segments = [] if segments is None else segments
+        self.file_size = file_size
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -333,6 +397,8 @@ class ElfFile:
 
     def symbols(self, which: str = ".symtab") -> RawSymbols | None:
         """Read ``.symtab`` or ``.dynsym`` in bulk; None when absent."""
+        import numpy as np
+
         sec = self.section(which)
         if sec is None or sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or sec.sh_size == 0:
             return None
@@ -369,6 +435,8 @@ class ElfFile:
         memory, ``SHF_ALLOC``, and ``elf_sec__filter`` passes): 1 when its
         name contains "text", 2 when it contains "data" (and not "text"), 0
         otherwise."""
+        import numpy as np
+
         return np.array([0 if not sec.sh_flags & SHF_ALLOC else 1 if "text" in sec.name
                          else 2 if "data" in sec.name else 0 for sec in self.sections], dtype=np.uint8)
 
@@ -378,7 +446,8 @@ class ElfFile:
         perf makes them from ``.rela.plt``/``.rel.plt``
         (``dso__synthesize_plt_symbols``). On x86 with IBT the entries live in
         ``.plt.sec`` (no header). An IRELATIVE slot (an IFUNC, no symbol) gets
-        the name ``""`` and its resolver's address as ``addend``."""
+        the name ``""`` and its resolver's address as ``addend``. Read with
+        ``struct`` (no numpy: the small-file report needs them too)."""
         plt = self.section(".plt")
         rel = self.section(".rela.plt") or self.section(".rel.plt")
         if plt is None or rel is None or plt.sh_type == SHT_NOBITS or rel.sh_type == SHT_NOBITS:
@@ -396,13 +465,13 @@ class ElfFile:
             header = entry
         rels = self._relocs(rel)
         if x86:  # IFUNC relocations are not in PLT order (perf sorts them too)
-            rels = rels[np.argsort(rels["r_offset"], kind="stable")]
+            rels.sort(key=lambda r: r[0])
         count = len(rels)
-        sym_idx = (rels["r_info"] >> np.uint64(32 if self.elf64 else 8)).astype(np.int64)
-        addends = rels["r_addend"].astype(np.int64) if is_rela else np.zeros(count, np.int64)
-        dyn = self.symbols(self.sections[rel.sh_link].name)
+        shift = 32 if self.elf64 else 8
+        dyn = self._symbol_names(self.sections[rel.sh_link].name)
         if dyn is None:
             return []
+        n_dyn, dyn_name = dyn
         sec = self.section(".plt.sec") if x86 else None
         if sec is not None and sec.sh_type != SHT_NOBITS:
             addr = sec.sh_addr
@@ -411,28 +480,57 @@ class ElfFile:
         else:
             addr = plt.sh_addr + header
         out = []
-        n_dyn = len(dyn)
-        for idx, add in zip(sym_idx.tolist(), addends.tolist()):
-            name = dyn.name(idx) if 0 < idx < n_dyn else ""
-            out.append((addr, entry, f"{name}@plt" if name else "", add))
+        for r in rels:
+            idx = r[1] >> shift
+            name = dyn_name(idx) if 0 < idx < n_dyn else ""
+            out.append((addr, entry, f"{name}@plt" if name else "", r[2] if is_rela else 0))
             addr += entry
         if x86 and self.elf64:
-            out += self._plt_got_symbols(dyn)
+            out += self._plt_got_symbols(n_dyn, dyn_name)
         return out
 
-    def _relocs(self, sec: Section) -> np.ndarray:
-        """A SHT_RELA/SHT_REL section as a structured array (r_offset, r_info[, r_addend])."""
-        o, w = self.order, ("u8" if self.elf64 else "u4")
-        fields = [("r_offset", o + w), ("r_info", o + w)]
-        if sec.sh_type == SHT_RELA:
-            fields.append(("r_addend", o + ("i8" if self.elf64 else "i4")))
-        dt = np.dtype(fields)
-        count = sec.sh_size // dt.itemsize
-        data = self.read(sec.sh_offset, count * dt.itemsize, f"section {sec.name}")
-        return np.frombuffer(data, dtype=dt).astype(
-            [(name, "i8" if name == "r_addend" else "u8") for name, _ in fields])
+    def _symbol_names(self, which: str):
+        """``(count, name of symbol i)`` of a symbol table read for its names
+        alone (no numpy); None when absent. Fails as :meth:`symbols` does."""
+        sec = self.section(which)
+        if sec is None or sec.sh_type not in (SHT_SYMTAB, SHT_DYNSYM) or sec.sh_size == 0:
+            return None
+        size = 24 if self.elf64 else 16
+        if sec.sh_flags & SHF_COMPRESSED:
+            raise FormatError(f"{self.path}: section {which} is compressed (SHF_COMPRESSED), "
+                              "which is not supported for symbol tables", path=self.path,
+                              offset=sec.sh_offset)
+        if sec.sh_entsize and sec.sh_entsize != size:
+            raise FormatError(f"{self.path}: {which} sh_entsize is {sec.sh_entsize}, expected "
+                              f"{size}", path=self.path, offset=sec.sh_offset)
+        if not 0 < sec.sh_link < len(self.sections):
+            raise FormatError(f"{self.path}: {which} sh_link {sec.sh_link} names no string table",
+                              path=self.path, offset=sec.sh_offset)
+        count = sec.sh_size // size
+        data = self.read(sec.sh_offset, count * size, f"section {which}")
+        strtab = self.section_data(self.sections[sec.sh_link])
+        u32 = struct.Struct(self.order + "I").unpack_from
 
-    def _plt_got_symbols(self, dyn: RawSymbols) -> list[tuple[int, int, str, int]]:
+        def name(i: int) -> str:
+            off = u32(data, i * size)[0]
+            end = strtab.find(b"\0", off)
+            return strtab[off:end if end >= 0 else len(strtab)].decode("utf-8", "replace")
+
+        return count, name
+
+    def _relocs(self, sec: Section) -> list[list[int]]:
+        """A SHT_RELA/SHT_REL section as ``[r_offset, r_info, r_addend]`` rows
+        (r_addend 0 for SHT_REL)."""
+        rela = sec.sh_type == SHT_RELA
+        fmt = self.order + ("QQq" if self.elf64 else "IIi") if rela else self.order + ("QQ" if self.elf64 else "II")
+        size = struct.calcsize(fmt)
+        count = sec.sh_size // size
+        data = self.read(sec.sh_offset, count * size, f"section {sec.name}")
+        if rela:
+            return [list(r) for r in struct.iter_unpack(fmt, data)]
+        return [[o, i, 0] for o, i in struct.iter_unpack(fmt, data)]
+
+    def _plt_got_symbols(self, n_dyn: int, dyn_name) -> list[tuple[int, int, str, int]]:
         # .plt.got entries jump through a GOT slot filled by a GLOB_DAT relocation
         # in .rela.dyn: decode "jmp *disp32(%rip)" (ff 25, maybe after endbr64 and
         # a bnd prefix) to find the slot, and name the entry after its symbol.
@@ -441,21 +539,47 @@ class ElfFile:
         if sec is None or rela is None or sec.sh_type == SHT_NOBITS or not sec.sh_size:
             return []
         entry = sec.sh_entsize or 8
-        rels = self._relocs(rela)
-        glob = rels[(rels["r_info"] & np.uint64(0xFFFFFFFF)) == R_X86_64_GLOB_DAT]
-        slot_sym = dict(zip(glob["r_offset"].tolist(), (glob["r_info"] >> np.uint64(32)).tolist()))
         code = self.section_data(sec)
-        out = []
+        jumps = []
         for pos in range(0, len(code) - entry + 1, entry):
             chunk = code[pos:pos + entry]
             j = chunk.find(b"\xff\x25")
             if j < 0 or j + 6 > len(chunk):
                 continue
             addr = sec.sh_addr + pos
-            slot = addr + j + 6 + struct.unpack_from("<i", chunk, j + 2)[0]
+            jumps.append((addr, addr + j + 6 + struct.unpack_from("<i", chunk, j + 2)[0]))
+        if not jumps:
+            return []
+        slot_sym = self._glob_dat_slots(rela, {slot for _, slot in jumps})
+        out = []
+        for addr, slot in jumps:
             idx = slot_sym.get(slot, 0)
-            if 0 < idx < len(dyn):
-                out.append((addr, entry, f"{dyn.name(idx)}@plt", 0))
+            if 0 < idx < n_dyn:
+                out.append((addr, entry, f"{dyn_name(idx)}@plt", 0))
+        return out
+
+    def _glob_dat_slots(self, rela: Section, slots: set[int]) -> dict[int, int]:
+        """GOT slot -> symbol index of the GLOB_DAT relocations (x86-64) of
+        ``rela`` at these slots (the last one when a slot has several): one
+        pass over the r_offset words (a large library has tens of thousands
+        of relocations; the .plt.got entries are a few)."""
+        from itertools import compress
+
+        size = 24 if rela.sh_type == SHT_RELA else 16
+        count = rela.sh_size // size
+        data = self.read(rela.sh_offset, count * size, f"section {rela.name}")
+        step = size // 8
+        if self.order == "<" and sys.byteorder == "little":
+            words = memoryview(data).cast("Q")
+            offs = words[0::step]
+        else:
+            words = [w for (w,) in struct.iter_unpack(self.order + "Q", data)]
+            offs = words[0::step]
+        out: dict[int, int] = {}
+        for i in compress(range(count), map(slots.__contains__, offs)):
+            info = words[i * step + 1]
+            if info & 0xFFFFFFFF == R_X86_64_GLOB_DAT:
+                out[offs[i]] = info >> 32
         return out
 
     def offset_to_vaddr(self, offsets: np.ndarray) -> np.ndarray:
@@ -465,6 +589,8 @@ class ElfFile:
         Offsets in no segment's file range use the nearest segment below them
         (e.g. ``.bss`` beyond ``p_filesz``), and the identity before the first.
         """
+        import numpy as np
+
         offsets = np.asarray(offsets, dtype=np.uint64)
         loads = sorted(self.load_segments, key=lambda s: s.p_offset)
         if not loads:
