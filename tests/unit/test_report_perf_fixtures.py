@@ -8,6 +8,11 @@ kernel module addresses are named after the recording's own module MMAPs
 ``--sort pid`` rows are threads (perf's ``pid`` key), the CPU column prints
 ``-001`` for a sample without a CPU, the Samples column is 12 wide.
 
+Entry filters (--pid/--tid/--comms/--dsos/--symbols) are compared where the
+sort keys hold what they filter: perf marks an entry filtered by its first
+sample alone, so with ``--tid T --sort dso`` it hides every DSO whose first
+sample came from another thread; pmuscope keeps the rows of T's samples.
+
 Not compared: the default Children view of call-chain files (perf keys an
 unresolved call-chain entry by its absolute address and its leaf by the
 map-relative one, so it shows both; pmuscope shows one), and ``sym`` without
@@ -24,7 +29,14 @@ import sys
 import pytest
 
 from tests.conftest import SHARED_FIXTURES
-from tests.unit.test_report_perf_order import body
+from tests.unit.test_report_perf_order import body as _body
+
+
+def body(text: str) -> str:
+    """The table from its first '#' note line (perf's "# comm: X" of a one-name filter)."""
+    lines = text.splitlines()
+    notes = [ln.rstrip() for ln in lines[:8] if re.match(r"^# (comm|dso|symbol): ", ln)]
+    return "\n".join(notes + [_body(text)])
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED = os.path.join(HERE, "..", "data", "perfdata", "report-fixtures.perf-6.1.txt")
@@ -36,6 +48,18 @@ CASES = [
     ("perf_data_converter/perf.data.callgraph-3.8", "--sort comm,dso,sym --no-children -g none --percent-limit 0.1"),
     ("perf_data_converter/perf.data.singleprocess-3.8", "-n"),
     ("perf_data_converter/perf.data.singleprocess-3.8", "--sort cpu,pid"),
+    # event groups: perf's group view (one table, a percentage and a sample count per member)
+    ("perf_data_converter/perf.data.lost_samples-4.4", "--sort comm,dso,sym"),
+    ("perf_data_converter/perf.data.lost_samples-4.4", "-n --sort dso"),
+    ("perf_data_converter/perf.data.lost_samples-4.4", "--no-group --sort pid"),
+    ("perf_data_converter/perf.data.group_desc-4.14", "--percent-limit 5"),
+    # perf's entry filters: rows of these, percentages of every sample, one name above the table
+    ("perf_data_converter/perf.data.callgraph-3.8", "--comms chrome --no-children -g none --percent-limit 0.2"),
+    ("perf_data_converter/perf.data.callgraph-3.8", "--dsos libc-2.15.so,chrome --sort comm,sym --no-children "
+                                                     "-g none --percent-limit 0.2"),
+    ("perf_data_converter/perf.data.callgraph-3.8", "--tid 13642,13777 --sort pid,dso --no-children"),
+    ("perf_data_converter/perf.data.callgraph-3.8", "-S __memcpy_ssse3_back --sort comm,dso,sym --no-children "
+                                                     "-g none"),
 ]
 
 

@@ -76,7 +76,8 @@ def body(text: str) -> str:
     pads its last column and ends with a tip)."""
     lines = [ln.rstrip() for ln in text.splitlines()]
     start = next(i for i, ln in enumerate(lines) if ln.startswith("# Total Lost Samples"))
-    end = max(i for i, ln in enumerate(lines) if ln and not ln.startswith("#"))
+    rows = [i for i, ln in enumerate(lines) if ln and not ln.startswith("#")]
+    end = max(rows) if rows else next(i for i in range(start, len(lines)) if lines[i].startswith("# ..."))
     return "\n".join(lines[start:end + 1])
 
 

@@ -92,6 +92,20 @@ def configure(p: argparse.ArgumentParser) -> None:
                    "top table, per-thread and per-CPU timelines, lost-sample markers)")
     p.add_argument("--no-kernel-symbols", action="store_true", help="do not name kernel addresses from /proc/kallsyms")
     add_filter_options(p)
+    p.add_argument("--comms", metavar="COMM[,COMM]", help="only rows of these command names (perf's --comms, like "
+                   "--pid/--tid/--dsos/--symbols: percentages stay shares of every sample; one name is shown above "
+                   "the table instead of its column)")
+    p.add_argument("--dsos", metavar="DSO[,DSO]", help="only rows of these shared objects (name or path)")
+    p.add_argument("-S", "--symbols", metavar="SYM[,SYM]", help="only rows of these symbols")
+    gg = p.add_mutually_exclusive_group()
+    gg.add_argument("--group", dest="group", action="store_true", default=None,
+                    help="the events of a group in one table, a percentage each (the default when the file "
+                         "has event groups, as perf)")
+    gg.add_argument("--no-group", dest="group", action="store_false", help="a table per event")
+    hg = p.add_mutually_exclusive_group()
+    hg.add_argument("--header", action="store_true", help="print the recording's header first (host, kernel, "
+                    "command line, events, features)")
+    hg.add_argument("--header-only", action="store_true", help="print the recording's header only")
 
 
 def _ints(text: str | None, what: str) -> list[int] | None:
@@ -122,7 +136,10 @@ def _time_range(text: str | None):
     return tuple(out)
 
 
-def apply_filters(p, args):
+def apply_filters(p, args, *, threads: bool = True):
+    """Samples of the --cpu, --time, --comm (and, with ``threads``, --pid/--tid)
+    filters: a subset of the recording (report's --pid/--tid filter its rows
+    instead, see :func:`entry_filter`)."""
     cpus = None
     if getattr(args, "cpu", None):
         from ..system import parse_cpulist
@@ -132,8 +149,77 @@ def apply_filters(p, args):
         except ValueError as err:
             raise errors.PmuscopeError(f"--cpu {args.cpu!r}: {err}") from None
     comms = [c for c in args.comm.split(",") if c] if getattr(args, "comm", None) else None
-    return p.filter(pids=_ints(args.pid, "pid"), tids=_ints(args.tid, "tid"), comms=comms, cpus=cpus,
+    return p.filter(pids=_ints(args.pid, "pid") if threads else None,
+                    tids=_ints(args.tid, "tid") if threads else None, comms=comms, cpus=cpus,
                     time_range=_time_range(args.time))
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [x for x in (text or "").split(",") if x] or None
+
+
+def entry_filters(args) -> dict | None:
+    """perf report's entry filters (--pid, --tid, --comms, --dsos, --symbols):
+    rows of other samples are left out, the totals and percentages stay those
+    of every sample (perf's absolute percentages); None when none is given."""
+    f = {"pids": _ints(getattr(args, "pid", None), "pid"), "tids": _ints(getattr(args, "tid", None), "tid"),
+         "comms": _names(getattr(args, "comms", None)), "dsos": _names(getattr(args, "dsos", None)),
+         "syms": _names(getattr(args, "symbols", None))}
+    return f if any(v is not None for v in f.values()) else None
+
+
+def count_by_event(p, whole: dict[int, list[int]]) -> None:
+    """Add the samples and period of each event of ``p`` to ``whole``."""
+    import numpy as np
+
+    if not len(p):
+        return
+    n = len(p.event_names) or int(p.event.max()) + 1
+    ev = p.event.astype(np.int64)
+    cnt = np.bincount(ev, weights=None if p.count is None else p.count, minlength=n)
+    per = np.bincount(ev, weights=p.period.astype(np.float64), minlength=n)
+    for e in np.flatnonzero(cnt).tolist():
+        w = whole.setdefault(e, [0, 0])
+        w[0] += int(cnt[e])
+        w[1] += int(p.period[ev == e].sum(dtype=np.uint64)) if per[e] >= 2.0 ** 53 else int(per[e])
+
+
+def entry_filter(p, f: dict):
+    """The samples whose thread, comm, leaf DSO (short or long name) and leaf
+    symbol pass the entry filters ``f`` (perf's al->filtered)."""
+    import numpy as np
+
+    mask = np.ones(len(p), dtype=bool)
+    if f["pids"] is not None:
+        mask &= np.isin(p.pid, np.asarray(f["pids"], dtype=np.int64))
+    if f["tids"] is not None:
+        mask &= np.isin(p.tid, np.asarray(f["tids"], dtype=np.int64))
+    if f["comms"] is not None:
+        want = set(f["comms"])
+        mask &= np.isin(p.comm, np.asarray([i for i, c in enumerate(p.comms) if c in want], dtype=np.int64))
+    if f["dsos"] is not None and len(p):
+        want = set(f["dsos"])
+        d = p.frame_dso[p.leaf].astype(np.int64)
+        ok = [x for x in np.unique(d).tolist() if x >= 0 and (p.dso_short_name(x) in want or p.dso_name(x) in want)]
+        mask &= np.isin(d, np.asarray(ok, dtype=np.int64))
+    if f["syms"] is not None and len(p):
+        want = set(f["syms"])
+        sy = p.frame_sym[p.leaf].astype(np.int64)
+        ok = [x for x in np.unique(sy).tolist() if x >= 0 and p.sym_name(x) in want]
+        mask &= np.isin(sy, np.asarray(ok, dtype=np.int64))
+    return p if mask.all() else p.select(mask)
+
+
+def elide(rep, f: dict | None) -> None:
+    """perf's one-name filters (``--comms bash``): the column goes, a ``# comm: bash``
+    line above the totals says it (util/sort.c get_elide), in column order."""
+    if f is None:
+        return
+    one = {"comm": ("comm", f["comms"]), "dso": ("dso", f["dsos"]), "sym": ("symbol", f["syms"])}
+    gone = [k for k in rep.sort if k in one and one[k][1] is not None and len(one[k][1]) == 1]
+    if gone and len(gone) < len(rep.sort):
+        rep.notes = rep.notes + [f"# {one[k][0]}: {one[k][1][0]}" for k in gone]
+        rep.sort = tuple(k for k in rep.sort if k not in gone)
 
 
 def call_graph_params(args: argparse.Namespace):
@@ -202,6 +288,9 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
     if args.itrace or args.html or args.folded or args.flamegraph or args.children or args.inverted or \
             args.max_stack is not None or args.input == "-":
         return None
+    if args.pid or args.tid or args.comms or args.dsos or args.symbols or args.header or args.header_only or \
+            args.group:
+        return None  # perf's entry filters, the header, groups: the numpy path
     if any(kind != "percent" for kind, _ in getattr(args, "call_graph_steps", None) or []):
         return None
     if _interactive(args):
@@ -233,10 +322,30 @@ def run(args: argparse.Namespace) -> int:
 
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
-    text = _lite_report(args, sort)
+    entries = entry_filters(args)
+    text = None if args.header_only else _lite_report(args, sort)
     if text is not None:
         sys.stdout.write(text)
         return 0
+    from ..perfdata import Feature, PerfDataFile, header_lines
+
+    pf = PerfDataFile(args.input if args.input != "-" else sys.stdin.buffer,
+                      name=None if args.input != "-" else "<stdin>")
+    try:
+        if args.header_only:
+            if pf.pipe:
+                for _ in pf.records():  # a pipe's features come as records
+                    pass
+            sys.stdout.write("".join(ln + "\n" for ln in header_lines(pf, frame=True)))
+            return 0
+        return _run(args, sort, entries, pf)
+    finally:
+        pf.close()
+
+
+def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, pf) -> int:
+    from ..perfdata import Feature, header_lines
+
     _lazy.numpy(one_blas_thread=True)  # as the CLI imports it for the commands that always need it
 
     from ..profile.model import load_profile
@@ -244,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
 
     call_graph, explicit = call_graph_params(args)
     ks = False if args.no_kernel_symbols else None
+    whole: dict[int, list[int]] = {}  # event -> [samples, period] of every sample (entry filters)
     if _collapsible(args):
         # the table and call graphs only need each distinct sample once: read the
         # file in chunks and keep those (memory: the distinct samples, not the file)
@@ -251,19 +361,26 @@ def run(args: argparse.Namespace) -> int:
         from ..profile import model
 
         col = Collapser(keys_for_sort(sort))
-        for chunk in model.iter_profile_chunks(args.input, kernel_symbols=ks, itrace=args.itrace,
+        for chunk in model.iter_profile_chunks(pf, kernel_symbols=ks, itrace=args.itrace,
                                                chunk_samples=8 * model.CHUNK_SAMPLES):
             if explicit and not chunk.has_callchain:
                 break  # refused below, before anything else is read
-            col.add(apply_filters(chunk, args))
+            chunk = apply_filters(chunk, args, threads=False)
+            if entries is not None:
+                count_by_event(chunk, whole)
+                chunk = entry_filter(chunk, entries)
+            col.add(chunk)
         prof = col.profile() if col.last is not None else chunk  # filtered chunk by chunk
     else:
-        prof = load_profile(args.input, kernel_symbols=ks, itrace=args.itrace)
+        prof = load_profile(pf, kernel_symbols=ks, itrace=args.itrace)
     if explicit and not prof.has_callchain:
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
     unwind_note(prof, "report")
     if prof.count is None:
-        prof = apply_filters(prof, args)
+        prof = apply_filters(prof, args, threads=False)
+        if entries is not None:
+            count_by_event(prof, whole)
+            prof = entry_filter(prof, entries)
     if args.html:
         from ..profile.html_report import write_report_html
         from ..progress import activity
@@ -290,7 +407,7 @@ def run(args: argparse.Namespace) -> int:
         write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")
         print(f"pmuscope report: flame graph written to {args.flamegraph}", file=sys.stderr)
     kw = {"percent_limit": args.percent_limit, "call_graph": call_graph if call_graph.enabled else None,
-          "max_stack": args.max_stack}
+          "max_stack": args.max_stack, "whole": {e: tuple(v) for e, v in whole.items()} if entries else None}
     if args.json:
         children = bool(args.children)
         reps = reports_by_event(prof, sort, children=children, **kw)
@@ -302,9 +419,51 @@ def run(args: argparse.Namespace) -> int:
 
         return run_browser(prof, sort=sort, children=children, call_graph=kw["call_graph"],
                            percent_limit=args.percent_limit, source=args.input)
-    reps = reports_by_event(prof, sort, children=children, **kw)
+    from ..profile.group import groups_of
+
+    groups = groups_of(pf.features.get(Feature.GROUP_DESC), len(prof.event_names))
+    if groups and args.group is not False and not children:
+        reps = _group_reports(prof, sort, groups, kw)
+    else:
+        reps = reports_by_event(prof, sort, children=children, **kw)
+        if groups and len(reps) > 1:  # a group leader's table says "of events" (evsel->core.nr_members > 1)
+            import numpy as np
+
+            present = set(np.unique(prof.event).tolist()) | set(whole) if len(prof) or whole else set()
+            size = {g.members[0]: len(g.members) for g in groups}
+            for rep, e in zip(reps, sorted(present)):
+                rep.members = size.get(e, 1)
     out = []
-    for rep in reps:
-        out.append(format_report(rep, show_samples=args.show_nr_samples))
-    sys.stdout.write("\n".join(out))
+    for i, rep in enumerate(reps):
+        elide(rep, entries)
+        out.append(format_report(rep, show_samples=args.show_nr_samples, lost=i == 0))
+    head = "".join(ln + "\n" for ln in header_lines(pf, frame=True)) if args.header else ""
+    sys.stdout.write(head + "\n".join(out))
     return 0
+
+
+def _group_reports(prof, sort, groups, kw) -> list:
+    """perf's group view: one table per group leader with its members'
+    percentages side by side; an event in no group has its own table (in the
+    file's event order)."""
+    import numpy as np
+
+    from ..profile.group import merge_group
+    from ..profile.report import build_report
+
+    present = set(np.unique(prof.event).tolist()) if len(prof) else set()
+    lead_of = {g.members[0]: g for g in groups}
+    member = {e for g in groups for e in g.members}
+    whole = kw.get("whole") or {}
+    out = []
+    for e in range(len(prof.event_names)):
+        g = lead_of.get(e)
+        args = dict(kw, whole=None)
+        if g is not None:
+            reps = [build_report(prof.filter(events=[m]), sort, event=prof.event_names[m],
+                                 **dict(args, whole=whole.get(m))) for m in g.members]
+            out.append(merge_group(reps, g, prof.event_names, percent_limit=kw["percent_limit"]))
+        elif e not in member and e in present:
+            out.append(build_report(prof.filter(events=[e]), sort, event=prof.event_names[e],
+                                    **dict(args, whole=whole.get(e))))
+    return out

@@ -58,12 +58,12 @@ def merge_group(reps: list, group: Group, event_names: Sequence[str], *, percent
     of member ``group.members[i]``; a member without samples: an empty
     report). Its rows carry ``member_overheads`` (one percentage per member)
     and the report ``group`` (the description in the header)."""
-    from .report import Report, ReportRow
+    from .report_format import Report, ReportRow
 
     lead = reps[0]
-    out = Report(group.describe(event_names), sum(r.samples for r in reps), sum(r.total_period for r in reps),
-                 lead.lost, lead.sort, children=False)
-    out.group = out.event
+    desc = group.describe(event_names)
+    out = Report(desc, sum(r.samples for r in reps), sum(r.total_period for r in reps), lead.lost, lead.sort,
+                 children=False, group=desc, notes=list(lead.notes), members=len(reps))
     found: dict[tuple, list] = {}  # key -> [per-member row or None, display, position]
     for m, rep in enumerate(reps):
         for pos, (row, disp) in enumerate(zip(rep.rows, rep.display)):
@@ -88,15 +88,8 @@ def merge_group(reps: list, group: Group, event_names: Sequence[str], *, percent
             continue
         first = next(r for r in rows if r is not None)
         row = ReportRow(dict(first.keys), sum(r.samples for r in rows if r is not None),
-                        sum(r.period for r in rows if r is not None), pcts[0])
-        row.member_overheads = pcts
+                        sum(r.period for r in rows if r is not None), pcts[0], member_overheads=pcts,
+                        member_samples=[r.samples if r is not None else 0 for r in rows])
         out.rows.append(row)
         out.display.append(disp)
     return out
-
-
-def overhead_texts(rep) -> list[str] | None:
-    """The group Overhead column's text of each row (None: not a group report)."""
-    if getattr(rep, "group", None) is None:
-        return None
-    return ["".join(f"{p:.2f}%".rjust(MEMBER_WIDTH) for p in r.member_overheads).lstrip() for r in rep.rows]

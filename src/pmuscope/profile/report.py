@@ -115,7 +115,8 @@ def _sym_label(p: Profile, frame: int) -> str:
 
 def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: bool = False,
                  percent_limit: float = 0.0, event: str | None = None,
-                 call_graph: CallGraphParams | str | None = None, max_stack: int | None = None) -> Report:
+                 call_graph: CallGraphParams | str | None = None, max_stack: int | None = None,
+                 whole: tuple[int, int] | None = None) -> Report:
     """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first).
 
     ``call_graph`` (a :class:`~pmuscope.profile.callchain.CallGraphParams` or
@@ -127,10 +128,16 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         call_graph = parse_call_graph(call_graph)
     n = len(p)
     cnt = p.count  # samples per row (a collapsed profile), None: one
-    total = float(p.period.sum(dtype=np.float64)) if n else 0.0
+    # ``whole``: (samples, period) of every sample when ``p`` holds those of perf's entry
+    # filters only (--pid, --comms ...): the totals and percentages are of the whole
+    total = float(whole[1]) if whole is not None else float(p.period.sum(dtype=np.float64)) if n else 0.0
     ev = event if event is not None else ",".join(p.event_names[i] for i in uniq(p.event).tolist()) \
         if n else ",".join(p.event_names)
-    rep = Report(ev, p.nr_samples, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort, children=children)
+    if whole is not None:
+        rep = Report(ev, int(whole[0]), int(whole[1]), p.lost, sort, children=children)
+    else:
+        rep = Report(ev, p.nr_samples, int(p.period.sum(dtype=np.uint64)) if n else 0, p.lost, sort,
+                     children=children)
     if call_graph is not None and p.has_callchain:
         rep.call_graph = call_graph
     if n == 0:
@@ -423,9 +430,18 @@ def _counts(k: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:
     return np.bincount(k, weights=weights, minlength=size).astype(np.int64)
 
 
-def reports_by_event(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, **kw) -> list[Report]:
-    """One report per event present (perf prints a section per event)."""
+def reports_by_event(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *,
+                     whole: dict[int, tuple[int, int]] | None = None, **kw) -> list[Report]:
+    """One report per event present (perf prints a section per event).
+    ``whole``: the (samples, period) of every sample of each event when ``p``
+    holds those that passed perf's entry filters (see :func:`build_report`)."""
     events = uniq(p.event).tolist() if len(p) else list(range(len(p.event_names)))[:1]
+    if whole:
+        events = sorted(set(events) | set(whole)) if len(p) else sorted(whole)
+    w = whole if whole is not None else {}
     if len(events) <= 1:
-        return [build_report(p, sort, event=p.event_names[events[0]] if events else None, **kw)]
-    return [build_report(p.filter(events=[e]), sort, event=p.event_names[e], **kw) for e in events]
+        e = events[0] if events else None
+        return [build_report(p, sort, event=p.event_names[e] if e is not None else None,
+                             whole=w.get(e) if whole is not None else None, **kw)]
+    return [build_report(p.filter(events=[e]), sort, event=p.event_names[e],
+                         whole=w.get(e) if whole is not None else None, **kw) for e in events]

@@ -52,7 +52,7 @@ class ReportRow(Plain):
     """One line of the report: the values of the sort keys, and its weights."""
 
     _fields = ("keys", "samples", "period", "overhead", "children", "children_samples", "children_period",
-               "callchain")
+               "callchain", "member_overheads", "member_samples")
 
     keys: dict[str, object]
     samples: int
@@ -63,10 +63,14 @@ class ReportRow(Plain):
     children_period: float | None
     #: the row's call graph (only when the report was built with ``call_graph``)
     callchain: CallTree | None
+    #: a group report's row: the overhead of each member event (the leader's first), its samples
+    member_overheads: list[float] | None
+    member_samples: list[int] | None
 
     def __init__(self, keys: dict[str, object], samples: int, period: float, overhead: float,
                  children: float | None = None, children_samples: int | None = None,
-                 children_period: float | None = None, callchain: CallTree | None = None) -> None:
+                 children_period: float | None = None, callchain: CallTree | None = None,
+                 member_overheads: list[float] | None = None, member_samples: list[int] | None = None) -> None:
         self.keys = keys
         self.samples = samples
         self.period = period
@@ -75,6 +79,8 @@ class ReportRow(Plain):
         self.children_samples = children_samples
         self.children_period = children_period
         self.callchain = callchain
+        self.member_overheads = member_overheads
+        self.member_samples = member_samples
 
     def as_json(self) -> dict:
         out: dict = {"overhead": round(self.overhead, 4), "samples": self.samples}
@@ -96,7 +102,7 @@ class Report(Plain):
     """The aggregated report of one event (or of all events together)."""
 
     _fields = ("event", "samples", "total_period", "lost", "sort", "rows", "children", "display", "call_graph",
-               "min_width", "fixed_width")
+               "min_width", "fixed_width", "group", "notes", "members")
 
     event: str
     samples: int
@@ -114,11 +120,18 @@ class Report(Plain):
     #: exact width of a column, longer values cut (perf's Command column: the longest
     #: current name of the rows' threads, not of the names shown)
     fixed_width: dict[str, int]
+    #: a group report (perf's group view): ``anon group { a, b }``; None: one event
+    group: str | None
+    #: header lines before the totals (perf's ``# comm: bash`` of a one-name filter)
+    notes: list[str]
+    #: events in the group this event leads (perf says "of events" then); 1: no group
+    members: int
 
     def __init__(self, event: str, samples: int, total_period: int, lost: int, sort: tuple[str, ...],
                  rows: list[ReportRow] | None = None, children: bool = False,
                  display: list[dict[str, str]] | None = None, call_graph: CallGraphParams | None = None,
-                 min_width: dict[str, int] | None = None, fixed_width: dict[str, int] | None = None) -> None:
+                 min_width: dict[str, int] | None = None, fixed_width: dict[str, int] | None = None,
+                 group: str | None = None, notes: list[str] | None = None, members: int = 1) -> None:
         self.event = event
         self.samples = samples
         self.total_period = total_period
@@ -130,6 +143,9 @@ class Report(Plain):
         self.call_graph = call_graph
         self.min_width = {} if min_width is None else min_width
         self.fixed_width = {} if fixed_width is None else fixed_width
+        self.group = group
+        self.notes = [] if notes is None else notes
+        self.members = members
 
     def to_json(self) -> dict:
         """The JSON contract: samples, lost, event, rows (highest overhead first).
@@ -166,20 +182,33 @@ def _nr(n: int) -> str:
     return f"{n}{unit}"
 
 
-def format_report(rep: Report, *, show_samples: bool = False, header: bool = True) -> str:
-    """The report as ``perf report --stdio`` prints it (header, column rule, rows)."""
+def format_report(rep: Report, *, show_samples: bool = False, header: bool = True, lost: bool = True) -> str:
+    """The report as ``perf report --stdio`` prints it (header, column rule, rows).
+    ``lost``: the ``# Total Lost Samples`` lines, which perf prints once, above
+    the first event's table."""
     lines: list[str] = []
     if header:
-        lines += ["#", f"# Total Lost Samples: {rep.lost}", "#",
-                  f"# Samples: {_nr(rep.samples)} of event '{rep.event}'",
+        if rep.notes:
+            lines += ["#", *rep.notes]
+        if lost:
+            lines += ["#", f"# Total Lost Samples: {rep.lost}", "#"]
+        plural = "s" if rep.members > 1 else ""
+        lines += [f"# Samples: {_nr(rep.samples)} of event{plural} '{rep.group or rep.event}'",
                   f"# Event count (approx.): {rep.total_period}", "#"]
     cols: list[tuple[str, list[str], bool]] = []  # (header, values, right aligned)
-    if rep.children:
+    if rep.group is not None:
+        # one percentage per member, each in 8 (util/hist.c __hpp__fmt of a group event)
+        cols.append(("Overhead", ["".join(f"{v:.2f}%".rjust(8) for v in (r.member_overheads or [r.overhead]))
+                                  for r in rep.rows] or [" " * (8 * rep.members)], True))
+    elif rep.children:
         cols.append(("Children", [f"{r.children:.2f}%" for r in rep.rows], True))
         cols.append(("Self", [f"{r.overhead:.2f}%" for r in rep.rows], True))
     else:
         cols.append(("Overhead", [f"{r.overhead:.2f}%" for r in rep.rows], True))
-    if show_samples:
+    if show_samples and rep.group is not None:  # each member's count in 12
+        cols.append(("Samples", ["".join(str(n).rjust(12) for n in (r.member_samples or [r.samples]))
+                                 for r in rep.rows] or [" " * (12 * rep.members)], True))
+    elif show_samples:
         cols.append(("Samples", [str(r.samples) for r in rep.rows], True))
     for k in rep.sort:
         cols.append((_HEADERS[k], [d[k] for d in rep.display], False))
