@@ -102,6 +102,7 @@ def configure(p: argparse.ArgumentParser) -> None:
                     help="the events of a group in one table, a percentage each (the default when the file "
                          "has event groups, as perf)")
     gg.add_argument("--no-group", dest="group", action="store_false", help="a table per event")
+    p.add_argument("-q", "--quiet", action="store_true", help="the rows alone: no header and column lines")
     hg = p.add_mutually_exclusive_group()
     hg.add_argument("--header", action="store_true", help="print the recording's header first (host, kernel, "
                     "command line, events, features)")
@@ -289,7 +290,7 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
             args.max_stack is not None or args.input == "-":
         return None
     if args.pid or args.tid or args.comms or args.dsos or args.symbols or args.header or args.header_only or \
-            args.group:
+            args.group or args.quiet:
         return None  # perf's entry filters, the header, groups: the numpy path
     if any(kind != "percent" for kind, _ in getattr(args, "call_graph_steps", None) or []):
         return None
@@ -436,9 +437,9 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     out = []
     for i, rep in enumerate(reps):
         elide(rep, entries)
-        out.append(format_report(rep, show_samples=args.show_nr_samples, lost=i == 0))
+        out.append(format_report(rep, show_samples=args.show_nr_samples, lost=i == 0, quiet=args.quiet))
     head = "".join(ln + "\n" for ln in header_lines(pf, frame=True)) if args.header else ""
-    sys.stdout.write(head + "\n".join(out))
+    sys.stdout.write(head + "\n".join(out) + ("\n" if args.quiet else ""))  # perf ends each table with 2 blank lines
     return 0
 
 

@@ -182,12 +182,13 @@ def _nr(n: int) -> str:
     return f"{n}{unit}"
 
 
-def format_report(rep: Report, *, show_samples: bool = False, header: bool = True, lost: bool = True) -> str:
+def format_report(rep: Report, *, show_samples: bool = False, header: bool = True, lost: bool = True,
+                  quiet: bool = False) -> str:
     """The report as ``perf report --stdio`` prints it (header, column rule, rows).
     ``lost``: the ``# Total Lost Samples`` lines, which perf prints once, above
     the first event's table."""
     lines: list[str] = []
-    if header:
+    if header and not quiet:
         if rep.notes:
             lines += ["#", *rep.notes]
         if lost:
@@ -227,10 +228,11 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     # perf pads the percentage columns to at least 8 characters
     widths = [max(w, 8) if right else w for w, (_, _, right) in zip(widths, cols)]
 
-    lines.append("# " + "  ".join((h.rjust(w) if right else h.ljust(w))
-                                  for (h, _, right), w in zip(cols, widths)).rstrip())
-    lines.append("# " + "  ".join("." * w for w in widths))
-    lines.append("#")
+    if not quiet:  # perf -q: the rows alone
+        lines.append("# " + "  ".join((h.rjust(w) if right else h.ljust(w))
+                                      for (h, _, right), w in zip(cols, widths)).rstrip())
+        lines.append("# " + "  ".join("." * w for w in widths))
+        lines.append("#")
     padded = [[v.rjust(w) for v in vals] if right else [v.ljust(w) for v in vals]
               for (_, vals, right), w in zip(cols, widths)]
     cg = rep.call_graph if rep.call_graph is not None and rep.call_graph.enabled else None
