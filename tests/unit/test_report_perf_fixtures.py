@@ -104,3 +104,38 @@ def test_script_kernel_frames_like_perf(shared_fixtures, capsys):
     out = capsys.readouterr().out
     assert "echo  6288  3325.069513:      20003              cycles:pp:      7f1671bcf6c1 [unknown] ([unknown])\n" \
         in out
+
+
+PERF_G_SMALL_STATS = """
+Aggregated stats:
+           TOTAL events:        582
+            MMAP events:          1  ( 0.2%)
+            COMM events:         40  ( 6.9%)
+            EXIT events:         41  ( 7.0%)
+            FORK events:         40  ( 6.9%)
+          SAMPLE events:        265  (45.5%)
+           MMAP2 events:        187  (32.1%)
+  FINISHED_ROUND events:          2  ( 0.3%)
+        ID_INDEX events:          1  ( 0.2%)
+      THREAD_MAP events:          1  ( 0.2%)
+         CPU_MAP events:          1  ( 0.2%)
+    EVENT_UPDATE events:          2  ( 0.3%)
+   FINISHED_INIT events:          1  ( 0.2%)
+cpu-clock stats:
+          SAMPLE events:        265
+"""
+
+
+def test_stats_like_perf(capsys):
+    """report --stats: perf 6.1's text for perf-g-small.data (record types by number, their
+    shares, then each event's samples), and LOST_SAMPLES records per event of a grouped file."""
+    from pmuscope.cli.main import main
+    from tests.conftest import DATA
+
+    assert main(["report", "--stats", "-i", str(DATA / "perfdata" / "perf-g-small.data")]) == 0
+    assert capsys.readouterr().out == PERF_G_SMALL_STATS
+    assert main(["report", "--stats", "-i", str(SHARED_FIXTURES / "perf_data_converter/perf.data.lost_samples-4.4")]) == 0
+    out = capsys.readouterr().out
+    assert "    LOST_SAMPLES events:          2  ( 0.8%)\n  FINISHED_ROUND events:          1  ( 0.4%)\n" \
+           "cycles:pp stats:\n          SAMPLE events:         97\n    LOST_SAMPLES events:          1\n" \
+           "instructions:pp stats:\n" in out

@@ -103,6 +103,8 @@ def configure(p: argparse.ArgumentParser) -> None:
                          "has event groups, as perf)")
     gg.add_argument("--no-group", dest="group", action="store_false", help="a table per event")
     p.add_argument("-q", "--quiet", action="store_true", help="the rows alone: no header and column lines")
+    p.add_argument("--stats", action="store_true", help="only the number of records of each type, and of "
+                   "samples of each event (perf report --stats)")
     hg = p.add_mutually_exclusive_group()
     hg.add_argument("--header", action="store_true", help="print the recording's header first (host, kernel, "
                     "command line, events, features)")
@@ -324,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
     sort = parse_sort(args.sort)
     _time_range(args.time)  # bad options fail before the file is read
     entries = entry_filters(args)
-    text = None if args.header_only else _lite_report(args, sort)
+    text = None if args.header_only or args.stats else _lite_report(args, sort)
     if text is not None:
         sys.stdout.write(text)
         return 0
@@ -333,6 +335,11 @@ def run(args: argparse.Namespace) -> int:
     pf = PerfDataFile(args.input if args.input != "-" else sys.stdin.buffer,
                       name=None if args.input != "-" else "<stdin>")
     try:
+        if args.stats:
+            from ..perfdata import stats_lines
+
+            sys.stdout.write("".join(ln + "\n" for ln in stats_lines(pf)))
+            return 0
         if args.header_only:
             if pf.pipe:
                 for _ in pf.records():  # a pipe's features come as records

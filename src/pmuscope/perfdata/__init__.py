@@ -14,7 +14,7 @@ from ._format import PerfDataAttr, default_event_name
 _LAZY = {
     "AuxtraceBuffer": ".reader", "FileHeader": ".reader", "PerfDataFile": ".reader",
     "PerfDataWarning": ".reader", "Section": ".reader",
-    "header_lines": ".describe",
+    "header_lines": ".describe", "stats_lines": ".describe",
     "PerfDataWriter": ".writer", "PerfPipeWriter": ".writer", "elf_build_id": ".writer",
     "host_features": ".writer", "rewrite": ".writer",
 }
@@ -33,7 +33,7 @@ __all__ = [
     "PerfDataWriter",
     "PerfPipeWriter",
     "elf_build_id",
-    "header_lines",
+    "header_lines", "stats_lines",
     "host_features",
     "rewrite",
     "Section",

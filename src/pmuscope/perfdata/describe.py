@@ -123,3 +123,47 @@ def _mtime(p: PerfDataFile) -> float | None:
 
 def _usec(ns: int) -> str:
     return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 1000:06d}"
+
+
+#: perf_event__names (tools/perf/util/event.c): what perf report --stats calls each record type
+_RECORD_NAMES = {
+    1: "MMAP", 2: "LOST", 3: "COMM", 4: "EXIT", 5: "THROTTLE", 6: "UNTHROTTLE", 7: "FORK", 8: "READ", 9: "SAMPLE",
+    10: "MMAP2", 11: "AUX", 12: "ITRACE_START", 13: "LOST_SAMPLES", 14: "SWITCH", 15: "SWITCH_CPU_WIDE",
+    16: "NAMESPACES", 17: "KSYMBOL", 18: "BPF_EVENT", 19: "CGROUP", 20: "TEXT_POKE", 21: "AUX_OUTPUT_HW_ID",
+    64: "ATTR", 65: "EVENT_TYPE", 66: "TRACING_DATA", 67: "BUILD_ID", 68: "FINISHED_ROUND", 69: "ID_INDEX",
+    70: "AUXTRACE_INFO", 71: "AUXTRACE", 72: "AUXTRACE_ERROR", 73: "THREAD_MAP", 74: "CPU_MAP",
+    75: "STAT_CONFIG", 76: "STAT", 77: "STAT_ROUND", 78: "EVENT_UPDATE", 79: "TIME_CONV", 80: "FEATURE",
+    81: "COMPRESSED", 82: "FINISHED_INIT", 83: "COMPRESSED2",
+}
+
+
+def stats_lines(p: PerfDataFile) -> list[str]:
+    """``perf report --stats``: the records of each type (and their share), then
+    each event's SAMPLE and LOST_SAMPLES records (perf_session__fprintf_nr_events,
+    evlist__fprintf_nr_events; types without records left out, as perf's default)."""
+    counts: dict[int, int] = {}
+    samples = [0] * max(len(p.attrs), 1)
+    lost = [0] * max(len(p.attrs), 1)
+    keyer = p._time_keyer()
+    for type_, _misc, mv, _off, _ in p._decompressed_records(containers=True):
+        counts[type_] = counts.get(type_, 0) + 1
+        if type_ == 9:
+            samples[keyer.attr_index(type_, mv)] += 1
+        elif type_ == 13:
+            lost[keyer.attr_index(type_, mv)] += 1
+    total = sum(counts.values())
+    note = (" (excludes AUX area (e.g. instruction trace) decoded / synthesized events)"
+            if Feature.AUXTRACE in p.features else "")
+    out = ["", f"Aggregated stats:{note}", f"{'TOTAL':>16} events: {total:10d}"]
+    for t in sorted(counts):
+        name = _RECORD_NAMES.get(t)
+        if name is not None:
+            out.append(f"{name:>16} events: {counts[t]:10d}  ({100.0 * counts[t] / total:4.1f}%)")
+    for name, n, nl in zip(p.event_names, samples, lost):
+        if n or nl:
+            out.append(f"{name} stats:")
+            if n:
+                out.append(f"{'SAMPLE':>16} events: {n:10d}")
+            if nl:
+                out.append(f"{'LOST_SAMPLES':>16} events: {nl:10d}")
+    return out
