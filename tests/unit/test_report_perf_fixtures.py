@@ -60,6 +60,8 @@ CASES = [
     ("perf_data_converter/perf.data.callgraph-3.8", "--tid 13642,13777 --sort pid,dso --no-children"),
     ("perf_data_converter/perf.data.callgraph-3.8", "-S __memcpy_ssse3_back --sort comm,dso,sym --no-children "
                                                      "-g none"),
+    ("perf_data_converter/perf.data.callgraph-3.8", "--percentage relative --comms chrome --no-children -g none "
+                                                     "--percent-limit 0.5"),
 ]
 
 

@@ -97,6 +97,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    "the table instead of its column)")
     p.add_argument("--dsos", metavar="DSO[,DSO]", help="only rows of these shared objects (name or path)")
     p.add_argument("-S", "--symbols", metavar="SYM[,SYM]", help="only rows of these symbols")
+    p.add_argument("--percentage", choices=("absolute", "relative"), default="absolute",
+                   help="with --pid/--tid/--comms/--dsos/--symbols: percentages and totals of every sample "
+                        "(absolute, perf's default) or of the rows' samples only (relative)")
     gg = p.add_mutually_exclusive_group()
     gg.add_argument("--group", dest="group", action="store_true", default=None,
                     help="the events of a group in one table, a percentage each (the default when the file "
@@ -415,7 +418,8 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
         write_flamegraph(prof, args.flamegraph, folded=folded, title=f"pmuscope: {prof.source}")
         print(f"pmuscope report: flame graph written to {args.flamegraph}", file=sys.stderr)
     kw = {"percent_limit": args.percent_limit, "call_graph": call_graph if call_graph.enabled else None,
-          "max_stack": args.max_stack, "whole": {e: tuple(v) for e, v in whole.items()} if entries else None}
+          "max_stack": args.max_stack,
+          "whole": {e: tuple(v) for e, v in whole.items()} if entries and args.percentage == "absolute" else None}
     if args.json:
         children = bool(args.children)
         reps = reports_by_event(prof, sort, children=children, **kw)
