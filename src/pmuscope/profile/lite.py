@@ -52,7 +52,8 @@ import warnings
 from bisect import bisect_left, bisect_right
 
 from ..kernel import abi
-from .report_format import DEFAULT_SORT, Report, ReportRow, format_report, report_json, short_dso_name
+from .report_format import (DEFAULT_SORT, Report, ReportRow, cpu_label, format_report, name_key, report_json,
+                            short_dso_name, thread_label, thread_widths)
 
 #: files whose data section is larger go to the numpy path
 MAX_DATA_BYTES = 256 << 10
@@ -512,11 +513,6 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
     return _table(event, lost, picked, sort, percent_limit, comm_of)
 
 
-def _name_key(text: str) -> bytes:
-    """A name as C's strcmp sees it (``report._name_key``)."""
-    return text.encode("utf-8", "surrogateescape")
-
-
 def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_limit: float,
            thread_comm: dict[int, str]) -> Report:
     """``build_report`` of the picked samples ``(sample, comm, frame)``:
@@ -569,7 +565,7 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
         for k in sort:
             if k == "comm":
                 keys[k] = disp[k] = comm
-                first.append(_name_key(comm))
+                first.append(name_key(comm))
                 then.append(first[-1])
             elif k in ("pid", "tid"):
                 # one row per thread: its process and thread id in JSON, perf's "%7d:%-*.*s" of
@@ -578,25 +574,25 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
                 if k == "pid":
                     keys["pid"] = rs.pid
                 keys["tid"] = v
-                disp[k] = f"{v:7d}:{thread_comm[v]}"
+                disp[k] = thread_label(v, thread_comm[v])
                 first.append(v)
                 then.append(v)
             elif k == "cpu":
                 v = rs.cpu
                 keys[k] = v
-                disp[k] = f"{'-' if v < 0 else ''}{abs(v):03d}"  # C's "%*.*d", 3, 3: -1 is -001
+                disp[k] = cpu_label(v)
                 first.append(v)
                 then.append(v)
             elif k == "dso":
                 keys[k] = disp[k] = short_dso_name(fr[0])
-                first.append((0, _name_key(keys[k])))
+                first.append((0, name_key(keys[k])))
                 then.append(first[-1])
             else:
                 keys[k] = sy[1]
                 disp[k] = f"[.] {sy[1]}"
                 if sy[2]:
-                    first.append((0, _name_key(sy[1])))
-                    then.append((1, (0, _name_key(short_dso_name(fr[0]))), sy[3]))
+                    first.append((0, name_key(sy[1])))
+                    then.append((1, (0, name_key(short_dso_name(fr[0]))), sy[3]))
                 else:
                     first.append((1, b""))
                     then.append((0, sy[3]))
@@ -617,13 +613,7 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
     # those --percent-limit hides (every row's period is above 0)
     hidden = len(rep.rows) != len(out)
     if rep.rows and any(k in sort for k in ("comm", "pid", "tid")):
-        longest = max(len(thread_comm[o[5].tid]) for o in out)  # thread__comm_len of each entry's thread
-        if "comm" in sort:
-            rep.fixed_width["comm"] = max(len("Command"), longest)
-        if hidden:
-            for k in ("pid", "tid"):
-                if k in sort:
-                    rep.min_width[k] = longest + 8
+        thread_widths(rep, max(len(thread_comm[o[5].tid]) for o in out), hidden)
     if by_dso and any(not o[6][2] or o[7] for o in out):
         # hists__set_unres_dso_col_len: room for an unresolved address (build_report asks each
         # row's first frame, by frame id: a row of both kinds is decided here only when the

@@ -29,7 +29,7 @@ from .callchain import CallGraphParams, build_call_trees, parse_call_graph
 from .model import Profile, uniq, uniq_first, uniq_inv
 # the table's text and JSON (no numpy: the small-file report prints them too)
 from .report_format import (DEFAULT_SORT, SORT_KEYS, _HEADERS, Report, ReportRow, _nr, format_callchain,  # noqa: F401
-                            format_report, parse_sort, report_json)
+                            cpu_label, format_report, name_key, parse_sort, report_json, thread_label, thread_widths)
 
 def _frame_sym_keys(p: Profile, by_dso: bool = True) -> np.ndarray:
     """A dense symbol key per frame: (dso, symbol) for resolved frames,
@@ -243,11 +243,11 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
                     keys[name] = int(p.pid[s]) if name == "pid" else v
                     if name == "pid":
                         keys["tid"] = v
-                    disp[name] = f"{v:7d}:{thread_comm(s)}"
+                    disp[name] = thread_label(v, thread_comm(s))
                 else:
                     v = int(p.cpu[s])
                     keys[name] = v
-                    disp[name] = f"{'-' if v < 0 else ''}{abs(v):03d}"  # C's "%*.*d", 3, 3: -1 is -001
+                    disp[name] = cpu_label(v)
             sl = s_lab[s] = (keys, disp)
         fl = f_lab.get(fr)
         if fl is None:
@@ -277,13 +277,7 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
     # column widths as util/hist.c hists__calc_col_len sets them, over every entry
     s_all, f_all = (s_of, f_of) if len(every) == len(order) else (srep[ukey[every] // nf], frep[ukey[every] % nf])
     if rep.rows and tc is not None and any(k in sort for k in ("comm", "pid", "tid")):
-        longest = max(len(thread_comm(s)) for s in set(s_all.tolist()))  # thread__comm_len of each entry's thread
-        if "comm" in sort:
-            rep.fixed_width["comm"] = max(len(_HEADERS["comm"]), longest)
-        if len(every) != len(order):
-            for k in ("pid", "tid"):
-                if k in sort:
-                    rep.min_width[k] = longest + 8
+        thread_widths(rep, max(len(thread_comm(s)) for s in set(s_all.tolist())), len(every) != len(order))
     if "dso" in sort and len(f_all) and (p.frame_sym[f_all] < 0).any():
         # hists__set_unres_dso_col_len: room for an unresolved address
         rep.min_width["dso"] = 16
@@ -307,11 +301,6 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         for row, tree in zip(rep.rows, trees):
             row.callchain = tree
     return rep
-
-
-def _name_key(text: str) -> bytes:
-    """A name as C's strcmp sees it: its bytes (invalid ones kept as surrogate escapes)."""
-    return text.encode("utf-8", "surrogateescape")
 
 
 def _chain_depths(order: str, truncated: bool, stack: np.ndarray, st_off: np.ndarray, row_key: np.ndarray,
@@ -374,14 +363,14 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
         c = int(p.comm[s])
         k = comm_names.get(c)
         if k is None:
-            k = comm_names[c] = _name_key(p.comms[c])
+            k = comm_names[c] = name_key(p.comms[c])
         return k
 
     def dso_key(fr: int) -> tuple:
         d = int(p.frame_dso[fr])
         k = dso_keys.get(d)
         if k is None:
-            k = dso_keys[d] = (1, b"") if d < 0 else (0, _name_key(p.dso_short_name(d)))
+            k = dso_keys[d] = (1, b"") if d < 0 else (0, name_key(p.dso_short_name(d)))
         return k
 
     def key(i: int) -> tuple:
@@ -408,7 +397,7 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
                     first.append((1, b""))
                     then.append((0, addr))
                 else:
-                    first.append((0, _name_key(p.sym_name(sym))))
+                    first.append((0, name_key(p.sym_name(sym))))
                     then.append((1, dso_key(fr), addr - int(p.frame_off[fr])))
         return (*first, *then)
 

@@ -36,6 +36,36 @@ def short_dso_name(name: str) -> str:
     return base
 
 
+def name_key(text: str) -> bytes:
+    """A name as C's strcmp sees it (perf's order of comm, DSO and symbol names):
+    its bytes, invalid ones kept as surrogate escapes."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def thread_label(tid: int, name: str) -> str:
+    """perf's Pid:Command text, ``"%7d:%-*.*s"`` of the thread id and its current name."""
+    return f"{tid:7d}:{name}"
+
+
+def cpu_label(cpu: int) -> str:
+    """perf's CPU text, C's ``"%*.*d"`` with 3 and 3: -1 (no CPU) is ``-001``."""
+    return f"{'-' if cpu < 0 else ''}{abs(cpu):03d}"
+
+
+def thread_widths(rep: "Report", longest: int, hidden: bool) -> None:
+    """The Command and Pid:Command widths perf gives a table (util/hist.c
+    hists__calc_col_len): ``longest``, the longest current name of the threads
+    of every entry; the Command column that wide exactly (names cut), the
+    Pid:Command one at least that plus 8 when --percent-limit hides rows (the
+    shown rows size it otherwise)."""
+    if "comm" in rep.sort:
+        rep.fixed_width["comm"] = max(len(_HEADERS["comm"]), longest)
+    if hidden:
+        for k in ("pid", "tid"):
+            if k in rep.sort:
+                rep.min_width[k] = longest + 8
+
+
 def parse_sort(text: str | None) -> tuple[str, ...]:
     """``comm,dso,sym`` -> a tuple of sort keys; unknown keys raise a clear error."""
     if not text:
