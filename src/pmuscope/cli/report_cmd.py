@@ -142,10 +142,10 @@ def _time_range(text: str | None):
     return tuple(out)
 
 
-def apply_filters(p, args, *, threads: bool = True):
-    """Samples of the --cpu, --time, --comm (and, with ``threads``, --pid/--tid)
-    filters: a subset of the recording (report's --pid/--tid filter its rows
-    instead, see :func:`entry_filter`)."""
+def subset_filters(args, *, threads: bool = True) -> dict:
+    """The --cpu, --time, --comm (and, with ``threads``, --pid/--tid) filters as
+    :meth:`Profile.filter` takes them: a subset of the recording (report's
+    --pid/--tid filter its rows instead, see :func:`entry_filter`)."""
     cpus = None
     if getattr(args, "cpu", None):
         from ..system import parse_cpulist
@@ -155,9 +155,13 @@ def apply_filters(p, args, *, threads: bool = True):
         except ValueError as err:
             raise errors.PmuscopeError(f"--cpu {args.cpu!r}: {err}") from None
     comms = [c for c in args.comm.split(",") if c] if getattr(args, "comm", None) else None
-    return p.filter(pids=_ints(args.pid, "pid") if threads else None,
-                    tids=_ints(args.tid, "tid") if threads else None, comms=comms, cpus=cpus,
-                    time_range=_time_range(args.time))
+    return {"pids": _ints(args.pid, "pid") if threads else None, "tids": _ints(args.tid, "tid") if threads else None,
+            "comms": comms, "cpus": cpus, "time_range": _time_range(args.time)}
+
+
+def apply_filters(p, args, *, threads: bool = True):
+    """``p`` with :func:`subset_filters` applied."""
+    return p.filter(**subset_filters(args, threads=threads))
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -175,19 +179,25 @@ def entry_filters(args) -> dict | None:
 
 
 def count_by_event(p, whole: dict[int, list[int]]) -> None:
-    """Add the samples and period of each event of ``p`` to ``whole``."""
+    """Add the samples and period (exact) of each event of ``p`` (one sample a row) to ``whole``."""
     import numpy as np
 
-    if not len(p):
-        return
-    n = len(p.event_names) or int(p.event.max()) + 1
-    ev = p.event.astype(np.int64)
-    cnt = np.bincount(ev, weights=None if p.count is None else p.count, minlength=n)
-    per = np.bincount(ev, weights=p.period.astype(np.float64), minlength=n)
-    for e in np.flatnonzero(cnt).tolist():
+    for e in np.unique(p.event).tolist():
+        sel = p.event == e
         w = whole.setdefault(e, [0, 0])
-        w[0] += int(cnt[e])
-        w[1] += int(p.period[ev == e].sum(dtype=np.uint64)) if per[e] >= 2.0 ** 53 else int(per[e])
+        w[0] += int(sel.sum())
+        w[1] += int(p.period[sel].sum(dtype=np.uint64))
+
+
+def _select(p, args, entries: dict | None, whole: dict[int, list[int]]):
+    """The samples report's table is built from: the recording's subset
+    (--cpu/--time/--comm), then perf's entry filters, counting in ``whole``
+    every sample they see first."""
+    p = apply_filters(p, args, threads=False)
+    if entries is None:
+        return p
+    count_by_event(p, whole)
+    return entry_filter(p, entries)
 
 
 def entry_filter(p, f: dict):
@@ -302,15 +312,8 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
     if _interactive(args):
         return None
     try:
-        cpus = None
-        if args.cpu:
-            from ..system import parse_cpulist
-
-            cpus = parse_cpulist(args.cpu)
-        filters = {"pids": _ints(args.pid, "pid"), "tids": _ints(args.tid, "tid"), "cpus": cpus,
-                   "comms": [c for c in args.comm.split(",") if c] if args.comm else None,
-                   "time_range": _time_range(args.time)}
-    except (ValueError, errors.PmuscopeError):
+        filters = subset_filters(args)
+    except errors.PmuscopeError:
         return None  # the numpy path reports it where it always has
     try:
         return lite.report(args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
@@ -333,10 +336,7 @@ def run(args: argparse.Namespace) -> int:
     if text is not None:
         sys.stdout.write(text)
         return 0
-    from ..perfdata import Feature, PerfDataFile, header_lines
-
-    pf = PerfDataFile(args.input if args.input != "-" else sys.stdin.buffer,
-                      name=None if args.input != "-" else "<stdin>")
+    pf = open_input(args.input)
     try:
         if args.stats:
             from ..perfdata import stats_lines
@@ -344,18 +344,39 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("".join(ln + "\n" for ln in stats_lines(pf)))
             return 0
         if args.header_only:
-            if pf.pipe:
-                for _ in pf.records():  # a pipe's features come as records
-                    pass
-            sys.stdout.write("".join(ln + "\n" for ln in header_lines(pf, frame=True)))
+            write_header(pf, only=True)
             return 0
         return _run(args, sort, entries, pf)
     finally:
         pf.close()
 
 
+def open_input(path: str):
+    """The :class:`PerfDataFile` of -i PATH (standard input for ``-``)."""
+    from ..perfdata import PerfDataFile
+
+    if path == "-":
+        return PerfDataFile(sys.stdin.buffer, name="<stdin>")
+    return PerfDataFile(path)
+
+
+def header_text(pf, *, only: bool = False) -> str:
+    """perf's ``--header`` text of ``pf``; ``only`` (``--header-only``): a pipe is
+    read to its end first, its features coming as records."""
+    from ..perfdata import header_lines
+
+    if only and pf.pipe:
+        for _ in pf.records():
+            pass
+    return "".join(ln + "\n" for ln in header_lines(pf, frame=True))
+
+
+def write_header(pf, *, only: bool = False) -> None:
+    sys.stdout.write(header_text(pf, only=only))
+
+
 def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, pf) -> int:
-    from ..perfdata import Feature, header_lines
+    from ..perfdata import Feature
 
     _lazy.numpy(one_blas_thread=True)  # as the CLI imports it for the commands that always need it
 
@@ -376,11 +397,7 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
                                                chunk_samples=8 * model.CHUNK_SAMPLES):
             if explicit and not chunk.has_callchain:
                 break  # refused below, before anything else is read
-            chunk = apply_filters(chunk, args, threads=False)
-            if entries is not None:
-                count_by_event(chunk, whole)
-                chunk = entry_filter(chunk, entries)
-            col.add(chunk)
+            col.add(_select(chunk, args, entries, whole))
         prof = col.profile() if col.last is not None else chunk  # filtered chunk by chunk
     else:
         prof = load_profile(pf, kernel_symbols=ks, itrace=args.itrace)
@@ -388,10 +405,7 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
     unwind_note(prof, "report")
     if prof.count is None:
-        prof = apply_filters(prof, args, threads=False)
-        if entries is not None:
-            count_by_event(prof, whole)
-            prof = entry_filter(prof, entries)
+        prof = _select(prof, args, entries, whole)
     if args.html:
         from ..profile.html_report import write_report_html
         from ..progress import activity
@@ -436,20 +450,14 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     groups = groups_of(pf.features.get(Feature.GROUP_DESC), len(prof.event_names))
     if groups and args.group is not False and not children:
         reps = _group_reports(prof, sort, groups, kw)
-    else:
-        reps = reports_by_event(prof, sort, children=children, **kw)
-        if groups and len(reps) > 1:  # a group leader's table says "of events" (evsel->core.nr_members > 1)
-            import numpy as np
-
-            present = set(np.unique(prof.event).tolist()) | set(whole) if len(prof) or whole else set()
-            size = {g.members[0]: len(g.members) for g in groups}
-            for rep, e in zip(reps, sorted(present)):
-                rep.members = size.get(e, 1)
+    else:  # a group leader's table still says "of events" (evsel->core.nr_members > 1)
+        reps = reports_by_event(prof, sort, children=children, members={g.members[0]: len(g.members) for g in groups},
+                                **kw)
     out = []
     for i, rep in enumerate(reps):
         elide(rep, entries)
         out.append(format_report(rep, show_samples=args.show_nr_samples, lost=i == 0, quiet=args.quiet))
-    head = "".join(ln + "\n" for ln in header_lines(pf, frame=True)) if args.header else ""
+    head = header_text(pf) if args.header else ""
     sys.stdout.write(head + "\n".join(out) + ("\n" if args.quiet else ""))  # perf ends each table with 2 blank lines
     return 0
 
@@ -467,15 +475,16 @@ def _group_reports(prof, sort, groups, kw) -> list:
     lead_of = {g.members[0]: g for g in groups}
     member = {e for g in groups for e in g.members}
     whole = kw.get("whole") or {}
+
+    def table(e: int):
+        return build_report(prof.filter(events=[e]), sort, event=prof.event_names[e], **dict(kw, whole=whole.get(e)))
+
     out = []
     for e in range(len(prof.event_names)):
         g = lead_of.get(e)
-        args = dict(kw, whole=None)
         if g is not None:
-            reps = [build_report(prof.filter(events=[m]), sort, event=prof.event_names[m],
-                                 **dict(args, whole=whole.get(m))) for m in g.members]
-            out.append(merge_group(reps, g, prof.event_names, percent_limit=kw["percent_limit"]))
+            out.append(merge_group([table(m) for m in g.members], g, prof.event_names,
+                                   percent_limit=kw["percent_limit"]))
         elif e not in member and e in present:
-            out.append(build_report(prof.filter(events=[e]), sort, event=prof.event_names[e],
-                                    **dict(args, whole=whole.get(e))))
+            out.append(table(e))
     return out

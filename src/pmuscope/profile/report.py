@@ -420,17 +420,22 @@ def _counts(k: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:
 
 
 def reports_by_event(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *,
-                     whole: dict[int, tuple[int, int]] | None = None, **kw) -> list[Report]:
+                     whole: dict[int, tuple[int, int]] | None = None, members: dict[int, int] | None = None,
+                     **kw) -> list[Report]:
     """One report per event present (perf prints a section per event).
     ``whole``: the (samples, period) of every sample of each event when ``p``
-    holds those that passed perf's entry filters (see :func:`build_report`)."""
+    holds those that passed perf's entry filters (see :func:`build_report`).
+    ``members``: the size of the group each leader event leads (``Report.members``)."""
     events = uniq(p.event).tolist() if len(p) else list(range(len(p.event_names)))[:1]
     if whole:
         events = sorted(set(events) | set(whole)) if len(p) else sorted(whole)
     w = whole if whole is not None else {}
-    if len(events) <= 1:
-        e = events[0] if events else None
-        return [build_report(p, sort, event=p.event_names[e] if e is not None else None,
-                             whole=w.get(e) if whole is not None else None, **kw)]
-    return [build_report(p.filter(events=[e]), sort, event=p.event_names[e],
-                         whole=w.get(e) if whole is not None else None, **kw) for e in events]
+    one = len(events) <= 1
+    out = []
+    for e in events or [None]:
+        rep = build_report(p if one else p.filter(events=[e]), sort,
+                           event=p.event_names[e] if e is not None else None,
+                           whole=w.get(e) if whole is not None else None, **kw)
+        rep.members = (members or {}).get(e, 1)
+        out.append(rep)
+    return out
