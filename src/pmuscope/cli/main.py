@@ -98,6 +98,19 @@ def import_numpy() -> None:
     _lazy.numpy(one_blas_thread=True)
 
 
+def _fields_joined(argv: list[str]) -> list[str]:
+    """``-F -dso`` as ``--fields=-dso``, the other arguments as they are."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("-F", "--fields") and i + 1 < len(argv) and argv[i + 1][:1] == "-" and len(argv[i + 1]) > 1:
+            out.append(f"--fields={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global _finished_cleanly
     _finished_cleanly = False
@@ -117,10 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             first = "mem"
     if first == "script":
         # perf's -F -dso (take dso from the defaults): a value argparse would read as an option
-        for i in range(len(argv) - 1):
-            if argv[i] in ("-F", "--fields") and argv[i + 1][:1] == "-" and len(argv[i + 1]) > 1:
-                argv[i:i + 2] = [f"--fields={argv[i + 1]}", ""]
-        argv = [a for a in argv if a != ""]
+        argv = _fields_joined(argv)
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

@@ -57,35 +57,32 @@ def _round_samples() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import itertools
-
-    from ..profile.model import iter_profile_chunks, join_chunks
-    from ..profile.script import ScriptFormatter, parse_fields
-    from .report_cmd import apply_filters, unwind_note
-
-    from ..profile.script import FieldChanges
+    from ..profile.script import parse_fields
+    from .report_cmd import _time_range, header_text, open_input
 
     fields = parse_fields(args.fields)
-    from .report_cmd import _time_range
-
     _time_range(args.time)  # bad options fail before the file is read
     if args.max_stack is not None and args.max_stack < 0:
         raise errors.PmuscopeError(f"--max-stack {args.max_stack}: expected a number of frames >= 0")
+    if not (args.header or args.header_only):
+        return _run(args, fields, args.input)
+    pf = open_input(args.input)
+    try:
+        sys.stdout.write(header_text(pf, only=args.header_only))
+        return 0 if args.header_only else _run(args, fields, pf)
+    finally:
+        pf.close()
+
+
+def _run(args: argparse.Namespace, fields, source) -> int:
+    import itertools
+
+    from ..profile.model import iter_profile_chunks, join_chunks
+    from ..profile.script import FieldChanges, ScriptFormatter
+    from .report_cmd import apply_filters, unwind_note
+
     changes = isinstance(fields, FieldChanges)
     named = None if changes or fields is None else set(fields)  # fields the user named outright
-    source = args.input
-    if args.header or args.header_only:
-        from ..perfdata import PerfDataFile, header_lines
-
-        source = PerfDataFile(args.input if args.input != "-" else sys.stdin.buffer,
-                              name=None if args.input != "-" else "<stdin>")
-        if args.header_only and source.pipe:
-            for _ in source.records():  # a pipe's features come as records
-                pass
-        sys.stdout.write("".join(ln + "\n" for ln in header_lines(source, frame=True)))
-        if args.header_only:
-            source.close()
-            return 0
     show_chain = not args.hide_call_graph
     # samples are read, formatted and written a chunk at a time: memory holds one
     # chunk's samples and the frame tables, whatever the file's size; -G reads no call chains
