@@ -141,16 +141,8 @@ def stats_lines(p: PerfDataFile) -> list[str]:
     """``perf report --stats``: the records of each type (and their share), then
     each event's SAMPLE and LOST_SAMPLES records (perf_session__fprintf_nr_events,
     evlist__fprintf_nr_events; types without records left out, as perf's default)."""
-    counts: dict[int, int] = {}
-    samples = [0] * max(len(p.attrs), 1)
-    lost = [0] * max(len(p.attrs), 1)
-    keyer = p._time_keyer()
-    for type_, _misc, mv, _off, _ in p._decompressed_records(containers=True):
-        counts[type_] = counts.get(type_, 0) + 1
-        if type_ == 9:
-            samples[keyer.attr_index(type_, mv)] += 1
-        elif type_ == 13:
-            lost[keyer.attr_index(type_, mv)] += 1
+    counts, by_attr = p.record_counts(per_attr=(9, 13))  # SAMPLE, LOST_SAMPLES
+    samples, lost = by_attr[9], by_attr[13]
     total = sum(counts.values())
     note = (" (excludes AUX area (e.g. instruction trace) decoded / synthesized events)"
             if Feature.AUXTRACE in p.features else "")

@@ -991,19 +991,23 @@ class PerfDataFile:
     def counts(self) -> dict[int, int]:
         """Number of records of each type, like ``perf report --stats``: the
         records inside COMPRESSED/COMPRESSED2 and the compressed records themselves."""
-        out: dict[int, int] = {}
-        for rec in self._decompressed_records(containers=True):
-            out[rec[0]] = out.get(rec[0], 0) + 1
-        return out
+        return self.record_counts()[0]
 
     def sample_counts(self) -> list[int]:
         """SAMPLE records per attr (by sample id; all on attr 0 when there is one)."""
-        counts = [0] * max(len(self.attrs), 1)
+        return self.record_counts()[1][R.SAMPLE]
+
+    def record_counts(self, per_attr: tuple[int, ...] = (R.SAMPLE,)) -> tuple[dict[int, int], dict[int, list[int]]]:
+        """One pass over the records: the number of each type (:meth:`counts`) and,
+        for the types ``per_attr``, the number per attr (by id, as :meth:`sample_counts`)."""
+        counts: dict[int, int] = {}
+        by_attr = {t: [0] * max(len(self.attrs), 1) for t in per_attr}
         keyer = self._time_keyer()
-        for type_, misc, mv, off, _ in self._decompressed_records():
-            if type_ == R.SAMPLE:
-                counts[keyer.attr_index(type_, mv)] += 1
-        return counts
+        for type_, misc, mv, off, _ in self._decompressed_records(containers=True):
+            counts[type_] = counts.get(type_, 0) + 1
+            if type_ in by_attr:
+                by_attr[type_][keyer.attr_index(type_, mv)] += 1
+        return counts, by_attr
 
     # --- time ordering ------------------------------------------------------------
     def _time_keyer(self) -> "_TimeKeyer":
