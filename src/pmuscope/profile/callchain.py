@@ -245,9 +245,9 @@ _MULT = None
 def _multipliers(n: int) -> np.ndarray:
     global _MULT
     if _MULT is None:
-        import base64
+        import binascii  # base64's own decoder, without base64's import
 
-        _MULT = np.frombuffer(base64.b64decode(_MULT_B64), dtype="<u8").astype(np.uint64)
+        _MULT = np.frombuffer(binascii.a2b_base64(_MULT_B64), dtype="<u8").astype(np.uint64)
     if n > len(_MULT):
         more = np.random.default_rng(n).integers(1, 1 << 63, size=n - len(_MULT), dtype=np.uint64) * 2 + 1
         _MULT = np.concatenate((_MULT, more))

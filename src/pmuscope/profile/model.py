@@ -1365,9 +1365,13 @@ class _Opened:
         own = not isinstance(path_or_file, PerfDataFile)
         pf = PerfDataFile(path_or_file) if own else path_or_file
         try:
-            from ..spe.synth import open_synthesized  # Arm SPE AUX data -> sample events (``itrace``: perf's --itrace)
+            from ..spe import might_hold_spe
 
-            spe = open_synthesized(pf, itrace)
+            spe = None
+            if might_hold_spe(pf):
+                from ..spe.synth import open_synthesized  # Arm SPE AUX data -> sample events (``itrace``: perf's --itrace)
+
+                spe = open_synthesized(pf, itrace)
             if spe is not None:
                 if own:
                     pf.close()

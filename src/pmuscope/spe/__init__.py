@@ -21,6 +21,18 @@ _LAZY = {
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
+
+def might_hold_spe(pf) -> bool:
+    """False when the open perf.data ``pf`` cannot hold Arm SPE data: a stream
+    (synthesis needs a file), or no event of a dynamic PMU type (SPE is one).
+    The first checks of ``spe.synth.has_spe``, without importing it: what
+    every reader of a file of core or software events pays."""
+    from ..kernel.abi import PerfType
+
+    if pf.pipe if hasattr(pf, "pipe") else getattr(pf.header, "pipe", False):
+        return False
+    return any(a.attr.type > PerfType.BREAKPOINT for a in pf.attrs)
+
 __all__ = [
     "SpePacket",
     "SpePacketType",

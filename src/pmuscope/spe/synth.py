@@ -124,11 +124,10 @@ def parse_itrace(text: str | None) -> ItraceOptions:
 def has_spe(pf) -> bool:
     """True when the open perf.data holds an Arm SPE AUXTRACE_INFO (perf record
     writes it among the first records, before any sample)."""
-    pipe = pf.pipe if hasattr(pf, "pipe") else getattr(pf.header, "pipe", False)
-    if pipe:
-        return False  # a stream is read once: its records belong to the reader (synthesis needs a file)
-    if not any(a.attr.type > abi.PerfType.BREAKPOINT for a in pf.attrs):
-        return False  # SPE is a dynamic PMU type: a file of core/software events costs nothing here
+    from . import might_hold_spe
+
+    if not might_hold_spe(pf):
+        return False  # a stream (read once: its records are the reader's), or only core/software events
     for n, (type_, _misc, mv, _off) in enumerate(pf.raw_records()):
         if type_ == abi.PERF_RECORD_AUXTRACE_INFO:
             return len(mv) >= 12 and struct.unpack_from("<I", mv, 8)[0] == 4
