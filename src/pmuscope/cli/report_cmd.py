@@ -448,8 +448,8 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     from ..profile.group import groups_of
 
     groups = groups_of(pf.features.get(Feature.GROUP_DESC), len(prof.event_names))
-    if groups and args.group is not False and not children:
-        reps = _group_reports(prof, sort, groups, kw)
+    if groups and args.group is not False:
+        reps = _group_reports(prof, sort, groups, kw, children=children)
     else:  # a group leader's table still says "of events" (evsel->core.nr_members > 1)
         reps = reports_by_event(prof, sort, children=children, members={g.members[0]: len(g.members) for g in groups},
                                 **kw)
@@ -462,9 +462,10 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     return 0
 
 
-def _group_reports(prof, sort, groups, kw) -> list:
+def _group_reports(prof, sort, groups, kw, *, children: bool = False) -> list:
     """perf's group view: one table per group leader with its members'
-    percentages side by side; an event in no group has its own table (in the
+    percentages side by side (Children and Self with ``children``), the
+    leader's call graphs; an event in no group has its own table (in the
     file's event order)."""
     import numpy as np
 
@@ -476,15 +477,19 @@ def _group_reports(prof, sort, groups, kw) -> list:
     member = {e for g in groups for e in g.members}
     whole = kw.get("whole") or {}
 
-    def table(e: int):
-        return build_report(prof.filter(events=[e]), sort, event=prof.event_names[e], **dict(kw, whole=whole.get(e)))
+    def table(e: int, *, member: bool = False):
+        opts = dict(kw, whole=whole.get(e))
+        if member:  # a member's rows only give their percentages: the call graphs are the leader's
+            opts.update(call_graph=None, percent_limit=0.0)
+        return build_report(prof.filter(events=[e]), sort, event=prof.event_names[e], children=children,
+                            tie_info=children, **opts)
 
     out = []
     for e in range(len(prof.event_names)):
         g = lead_of.get(e)
         if g is not None:
-            out.append(merge_group([table(m) for m in g.members], g, prof.event_names,
-                                   percent_limit=kw["percent_limit"]))
+            out.append(merge_group([table(m, member=k > 0) for k, m in enumerate(g.members)], g, prof.event_names,
+                                   percent_limit=kw["percent_limit"], children=children))
         elif e not in member and e in present:
             out.append(table(e))
     return out

@@ -53,17 +53,29 @@ def row_key(row) -> tuple:
     return tuple(sorted(row.keys.items()))
 
 
-def merge_group(reps: list, group: Group, event_names: Sequence[str], *, percent_limit: float = 0.0):
+def merge_group(reps: list, group: Group, event_names: Sequence[str], *, percent_limit: float = 0.0,
+                children: bool = False):
     """One :class:`Report` of a group from its members' reports (``reps[i]``
     of member ``group.members[i]``; a member without samples: an empty
-    report). Its rows carry ``member_overheads`` (one percentage per member)
-    and the report ``group`` (the description in the header)."""
+    report). Its rows carry ``member_overheads`` (one percentage per member),
+    with ``children`` also ``member_children`` (perf's Children and Self
+    columns, each a percentage per member), and the leader's call graph; a
+    row's own weights are the leader's (0 for an entry only members have).
+    The report's ``group`` is the description in the header, its
+    ``chain_total`` the leader's total (what the call graphs are drawn against).
+
+    With ``children`` the members' reports must be built with ``tie_info``:
+    perf sorts the Children view by the leader's Children period alone
+    (``__hpp__sort_acc`` has no group case), then, for two entries of one
+    thread, by call-chain depth, then by the Self periods of the leader and
+    each member in turn (``__hpp__sort``), then by the sort keys."""
     from .report_format import Report, ReportRow
 
     lead = reps[0]
     desc = group.describe(event_names)
     out = Report(desc, sum(r.samples for r in reps), sum(r.total_period for r in reps), lead.lost, lead.sort,
-                 children=False, group=desc, notes=list(lead.notes), members=len(reps))
+                 children=children, call_graph=lead.call_graph, group=desc, notes=list(lead.notes),
+                 members=len(reps), chain_total=lead.total_period)
     found: dict[tuple, list] = {}  # key -> [per-member row or None, display, position]
     for m, rep in enumerate(reps):
         for pos, (row, disp) in enumerate(zip(rep.rows, rep.display)):
@@ -78,18 +90,58 @@ def merge_group(reps: list, group: Group, event_names: Sequence[str], *, percent
         for k, w in rep.fixed_width.items():
             out.fixed_width[k] = max(out.fixed_width.get(k, 0), w)
 
-    def order(item):
-        rows, _, pos = item[1]
-        return (*(-(r.period if r is not None else 0.0) for r in rows), pos)
-
-    for _, (rows, disp, _) in sorted(found.items(), key=order):
+    cells = list(found.values())
+    if children:
+        cells = _children_order(cells, lead)
+    else:
+        cells.sort(key=lambda c: (*(-(r.period if r is not None else 0.0) for r in c[0]), c[2]))
+    for rows, disp, _ in cells:
         pcts = [r.overhead if r is not None else 0.0 for r in rows]
-        if pcts[0] < percent_limit or (percent_limit > 0 and rows[0] is None):
+        main = [r.children if r is not None else 0.0 for r in rows] if children else pcts
+        if main[0] < percent_limit or (percent_limit > 0 and rows[0] is None):
             continue
         first = next(r for r in rows if r is not None)
-        row = ReportRow(dict(first.keys), sum(r.samples for r in rows if r is not None),
-                        sum(r.period for r in rows if r is not None), pcts[0], member_overheads=pcts,
-                        member_samples=[r.samples if r is not None else 0 for r in rows])
+        ld = rows[0]
+        row = ReportRow(dict(first.keys), ld.samples if ld else 0, ld.period if ld else 0.0, pcts[0],
+                        member_overheads=pcts, member_samples=[r.samples if r is not None else 0 for r in rows])
+        if children:
+            row.children = main[0]
+            row.children_samples = ld.children_samples if ld else 0
+            row.children_period = ld.children_period if ld else 0.0
+            row.member_children = main
+        if ld is not None:
+            row.callchain = ld.callchain
         out.rows.append(row)
         out.display.append(disp)
     return out
+
+
+def _children_order(cells: list, lead) -> list:
+    """``cells`` in perf's order of a group's Children view (see :func:`merge_group`)."""
+    cg = lead.call_graph
+    dsign = -1 if cg is not None and cg.resolved_order(True) == "caller" else 1
+
+    def selfs(c) -> tuple:
+        return tuple(-(r.period if r is not None else 0.0) for r in c[0])
+
+    def key(c) -> tuple:
+        return next(r for r in c[0] if r is not None).tie[2]
+
+    led = [c for c in cells if c[0][0] is not None]
+    rest = [c for c in cells if c[0][0] is None]  # the leader's Children period is 0 for these
+    led.sort(key=lambda c: -c[0][0].children_period)
+    out = []
+    i = 0
+    while i < len(led):
+        j = i + 1
+        acc = led[i][0][0].children_period
+        while j < len(led) and led[j][0][0].children_period == acc:
+            j += 1
+        run = led[i:j]
+        # perf compares chain depths of one thread's entries only (as a single event's table does)
+        one_thread = len({c[0][0].tie[0] for c in run}) == 1 and run[0][0][0].tie[1] is not None
+        run.sort(key=lambda c: (dsign * c[0][0].tie[1] if one_thread else 0, *selfs(c), key(c)))
+        out += run
+        i = j
+    rest.sort(key=lambda c: (*selfs(c), key(c)))
+    return out + rest

@@ -116,13 +116,16 @@ def _sym_label(p: Profile, frame: int) -> str:
 def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: bool = False,
                  percent_limit: float = 0.0, event: str | None = None,
                  call_graph: CallGraphParams | str | None = None, max_stack: int | None = None,
-                 whole: tuple[int, int] | None = None) -> Report:
+                 whole: tuple[int, int] | None = None, tie_info: bool = False) -> Report:
     """Aggregate ``p`` into a :class:`Report` sorted by overhead (highest first).
 
     ``call_graph`` (a :class:`~pmuscope.profile.callchain.CallGraphParams` or
     a perf ``-g`` string) also builds each row's call graph, when ``p`` has
     call chains. ``max_stack`` keeps that many frames of each chain in the
     call graph's order, for the Children column too (perf's ``--max-stack``).
+    ``tie_info``: each row also gets ``tie``, what perf compares entries of equal
+    periods by -- ``(thread id, chain depth or None, key tuple)`` -- for merging
+    the reports of a group's members (:func:`pmuscope.profile.group.merge_group`).
     """
     if isinstance(call_graph, str):
         call_graph = parse_call_graph(call_graph)
@@ -289,6 +292,11 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
                                        max(len(p.dso_short_name(d)) if d >= 0 else 9 for d in names))
         if "sym" in sort:
             rep.min_width["sym"] = max(len(_sym_label(p, f)) + 4 for f in frames)
+    if tie_info and rep.rows:
+        tkey = row_sort_key(p, sort, s_of, f_of)
+        dl = depth[order].tolist() if depth is not None else None
+        for i, (row, t) in enumerate(zip(rep.rows, p.tid[s_of].tolist())):
+            row.tie = (t, dl[i] if dl is not None else None, tkey(i))
     perm = _perf_tie_order(p, sort, main[order], self_period[order], s_of, f_of,
                            None if depth is None else (depth[order], call_graph.resolved_order(True)))
     if perm is not None:
@@ -355,6 +363,24 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
     # runs of rows equal in both periods (already in descending order of them)
     starts = np.flatnonzero(np.concatenate(([True], ~tie)))
     ends = np.append(starts[1:], n)
+    key = row_sort_key(p, sort, s_of, f_of)
+
+    perm = list(range(n))
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        if b - a > 1:
+            if dl is None:
+                perm[a:b] = sorted(range(a, b), key=key)
+            else:
+                one_thread = len(set(tids[a:b])) == 1  # perf compares depths of one thread's entries only
+                perm[a:b] = sorted(range(a, b), key=lambda i: (dsign * dl[i] if one_thread else 0, -sl[i], key(i)))
+    return perm
+
+
+def row_sort_key(p: Profile, sort: tuple[str, ...], s_of: np.ndarray, f_of: np.ndarray):
+    """``key(i)``: perf's order of rows by their sort keys alone (the rows of
+    sample ``s_of[i]`` and frame ``f_of[i]``), the order of entries equal in
+    every period (see :func:`_perf_tie_order`). The tuples compare across the
+    reports of one profile (the members of a group view)."""
     s_list, f_list = s_of.tolist(), f_of.tolist()
     comm_names: dict[int, bytes] = {}
     dso_keys: dict[int, tuple] = {}
@@ -401,15 +427,7 @@ def _perf_tie_order(p: Profile, sort: tuple[str, ...], main: np.ndarray, self_: 
                     then.append((1, dso_key(fr), addr - int(p.frame_off[fr])))
         return (*first, *then)
 
-    perm = list(range(n))
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        if b - a > 1:
-            if dl is None:
-                perm[a:b] = sorted(range(a, b), key=key)
-            else:
-                one_thread = len(set(tids[a:b])) == 1  # perf compares depths of one thread's entries only
-                perm[a:b] = sorted(range(a, b), key=lambda i: (dsign * dl[i] if one_thread else 0, -sl[i], key(i)))
-    return perm
+    return key
 
 
 def _counts(k: np.ndarray, weights: np.ndarray | None, size: int) -> np.ndarray:

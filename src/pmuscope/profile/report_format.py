@@ -82,7 +82,7 @@ class ReportRow(Plain):
     """One line of the report: the values of the sort keys, and its weights."""
 
     _fields = ("keys", "samples", "period", "overhead", "children", "children_samples", "children_period",
-               "callchain", "member_overheads", "member_samples")
+               "callchain", "member_overheads", "member_samples", "member_children")
 
     keys: dict[str, object]
     samples: int
@@ -93,14 +93,17 @@ class ReportRow(Plain):
     children_period: float | None
     #: the row's call graph (only when the report was built with ``call_graph``)
     callchain: CallTree | None
-    #: a group report's row: the overhead of each member event (the leader's first), its samples
+    #: a group report's row: the overhead of each member event (the leader's first), its samples,
+    #: and in the Children view each member's Children percentage
     member_overheads: list[float] | None
     member_samples: list[int] | None
+    member_children: list[float] | None
 
     def __init__(self, keys: dict[str, object], samples: int, period: float, overhead: float,
                  children: float | None = None, children_samples: int | None = None,
                  children_period: float | None = None, callchain: CallTree | None = None,
-                 member_overheads: list[float] | None = None, member_samples: list[int] | None = None) -> None:
+                 member_overheads: list[float] | None = None, member_samples: list[int] | None = None,
+                 member_children: list[float] | None = None) -> None:
         self.keys = keys
         self.samples = samples
         self.period = period
@@ -111,6 +114,7 @@ class ReportRow(Plain):
         self.callchain = callchain
         self.member_overheads = member_overheads
         self.member_samples = member_samples
+        self.member_children = member_children
 
     def as_json(self) -> dict:
         out: dict = {"overhead": round(self.overhead, 4), "samples": self.samples}
@@ -132,7 +136,7 @@ class Report(Plain):
     """The aggregated report of one event (or of all events together)."""
 
     _fields = ("event", "samples", "total_period", "lost", "sort", "rows", "children", "display", "call_graph",
-               "min_width", "fixed_width", "group", "notes", "members")
+               "min_width", "fixed_width", "group", "notes", "members", "chain_total")
 
     event: str
     samples: int
@@ -156,12 +160,16 @@ class Report(Plain):
     notes: list[str]
     #: events in the group this event leads (perf says "of events" then); 1: no group
     members: int
+    #: the period the call graphs' percentages are of (None: ``total_period``; a group
+    #: report's: its leader's)
+    chain_total: int | None
 
     def __init__(self, event: str, samples: int, total_period: int, lost: int, sort: tuple[str, ...],
                  rows: list[ReportRow] | None = None, children: bool = False,
                  display: list[dict[str, str]] | None = None, call_graph: CallGraphParams | None = None,
                  min_width: dict[str, int] | None = None, fixed_width: dict[str, int] | None = None,
-                 group: str | None = None, notes: list[str] | None = None, members: int = 1) -> None:
+                 group: str | None = None, notes: list[str] | None = None, members: int = 1,
+                 chain_total: int | None = None) -> None:
         self.event = event
         self.samples = samples
         self.total_period = total_period
@@ -176,6 +184,7 @@ class Report(Plain):
         self.group = group
         self.notes = [] if notes is None else notes
         self.members = members
+        self.chain_total = chain_total
 
     def to_json(self) -> dict:
         """The JSON contract: samples, lost, event, rows (highest overhead first).
@@ -229,8 +238,14 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     cols: list[tuple[str, list[str], bool]] = []  # (header, values, right aligned)
     if rep.group is not None:
         # one percentage per member, each in 8 (util/hist.c __hpp__fmt of a group event)
-        cols.append(("Overhead", ["".join(f"{v:.2f}%".rjust(8) for v in (r.member_overheads or [r.overhead]))
-                                  for r in rep.rows] or [" " * (8 * rep.members)], True))
+        def members(vals) -> list[str]:
+            return ["".join(f"{v:.2f}%".rjust(8) for v in vs) for vs in vals] or [" " * (8 * rep.members)]
+
+        if rep.children:
+            cols.append(("Children", members(r.member_children or [r.children] for r in rep.rows), True))
+            cols.append(("Self", members(r.member_overheads or [r.overhead] for r in rep.rows), True))
+        else:
+            cols.append(("Overhead", members(r.member_overheads or [r.overhead] for r in rep.rows), True))
     elif rep.children:
         cols.append(("Children", [f"{r.children:.2f}%" for r in rep.rows], True))
         cols.append(("Self", [f"{r.overhead:.2f}%" for r in rep.rows], True))
@@ -271,7 +286,8 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
     for row, parts in zip(rep.rows, zip(*padded)):
         lines.append(("  " + "  ".join(parts)).rstrip())
         if cg is not None and row.callchain is not None:
-            lines.extend(format_callchain(row.callchain, cg, total=float(rep.total_period),
+            lines.extend(format_callchain(row.callchain, cg, total=float(rep.total_period if rep.chain_total is None
+                                                                         else rep.chain_total),
                                           parent_period=row.chain_parent_period, skip_first=skip_first))
     lines.append("")
     return "\n".join(lines) + "\n"
