@@ -6,9 +6,10 @@ import argparse
 import os
 import sys
 
-from .. import errors
+from .. import _lazy, errors
 
-USES_NUMPY = True
+#: numpy is imported by run() only when the numpy path is taken (see _lite_script)
+USES_NUMPY = False
 #: leaves no file open and no thread running: the CLI may end the process without interpreter teardown
 FAST_EXIT = True
 HELP = "samples of a perf.data file as text like perf script (-F fields, -G)"
@@ -56,14 +57,53 @@ def _round_samples() -> int:
         return ROUND_SAMPLES
 
 
+#: the numpy path's own switches: setting one asks for that path (its formatters, its streaming)
+_NUMPY_PATH_KNOBS = ("PMUSCOPE_NATIVE_SCRIPT", "PMUSCOPE_SCRIPT_STREAM", "PMUSCOPE_SCRIPT_ROUND_SAMPLES")
+
+
+def _lite_script(args: argparse.Namespace, fields, *, strict: bool = False) -> bytes | None:
+    """The text of the numpy-free path (:func:`pmuscope.profile.lite.script`)
+    for a small file without call chains, or None: that path declined (the
+    numpy path, the reference, runs then; always with ``PMUSCOPE_SCRIPT_LITE=0``
+    or one of the numpy path's own switches set). ``strict`` (tests): an error
+    other than the path's own ``Decline`` is raised."""
+    from ..profile import lite
+
+    if not lite.script_enabled() or any(k in os.environ for k in _NUMPY_PATH_KNOBS):
+        return None
+    if args.itrace or args.input == "-" or args.max_stack is not None or args.ns or args.reltime or \
+            args.deltatime or args.header or args.header_only:
+        return None
+    from .report_cmd import subset_filters
+
+    try:
+        filters = subset_filters(args)
+    except errors.PmuscopeError:
+        return None  # the numpy path reports it where it always has
+    try:
+        return lite.script(args.input, fields, **filters)
+    except lite.Decline:
+        return None
+    except Exception:  # noqa: BLE001 - anything unusual (a damaged file ...): the numpy path reads it
+        if strict:
+            raise
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..profile.script import parse_fields
+    from ..profile.script_fields import parse_fields
     from .report_cmd import _time_range, header_text, open_input
 
     fields = parse_fields(args.fields)
     _time_range(args.time)  # bad options fail before the file is read
     if args.max_stack is not None and args.max_stack < 0:
         raise errors.PmuscopeError(f"--max-stack {args.max_stack}: expected a number of frames >= 0")
+    text = _lite_script(args, fields)
+    if text is not None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+        return 0
     if not (args.header or args.header_only):
         return _run(args, fields, args.input)
     pf = open_input(args.input)
@@ -76,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, fields, source) -> int:
     import itertools
+
+    _lazy.numpy(one_blas_thread=True)  # as the CLI imported it when every script took this path
 
     from ..profile.model import iter_profile_chunks, join_chunks
     from ..profile.script import FieldChanges, ScriptFormatter

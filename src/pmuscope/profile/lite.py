@@ -339,8 +339,9 @@ class _Sample:
 
 
 def _read(path: str):
-    """``(event name, lost, time-ordered items)`` of the file; items are
-    ``(time, 0, seq, side-band record)`` and ``(time, 1, seq, _Sample)``."""
+    """``(event name, lost, time-ordered items, sample_type, attr type)`` of
+    the file; items are ``(time, 0, seq, side-band record)`` and ``(time, 1,
+    seq, _Sample)``."""
     from ..perfdata import Feature
     from ..perfdata.reader import PerfDataFile
     from ..records._scalar import parse_sample
@@ -427,15 +428,38 @@ def _read_records(path, caught, Feature, PerfDataFile, parse_sample, AttrTable, 
     finally:
         pf.close()
     items.sort(key=lambda x: x[:3])
-    return name, lost_samples or lost, items
+    return name, lost_samples or lost, items, st, int(a.type)
 
 
-# --- the report -----------------------------------------------------------------------------
-def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: float = 0.0, pids=None, tids=None,
-          comms=None, cpus=None, time_range=None) -> Report:
-    """The :class:`~pmuscope.profile.report_format.Report` of ``path`` that
-    ``build_report`` makes of its profile (filtered as ``Profile.filter``
-    does); :class:`Decline` when the file is outside this path's case."""
+# --- the file read and resolved (report and script) ------------------------------------------
+class Resolved:
+    """A small file read and its samples resolved to mappings: what ``report``
+    and ``script`` print from. ``picked``: ``(sample, comm, frame)`` of each
+    sample the filters keep, in the numpy path's order (time; side-band
+    records first); ``frame``: ``(mapping's file name, LiteDso, link-time
+    address, map-relative address)``, or ``(file name, None, map-relative
+    address)`` when the file could not be read; ``comm_of``: each thread's
+    last name."""
+
+    __slots__ = ("event", "lost", "picked", "comm_of", "sample_type", "attr_type")
+
+    def __init__(self, event, lost, picked, comm_of, sample_type, attr_type) -> None:
+        self.event, self.lost, self.picked, self.comm_of = event, lost, picked, comm_of
+        self.sample_type, self.attr_type = sample_type, attr_type
+
+
+def symbol(frame: tuple) -> tuple[int, str] | None:
+    """``(symbol start, raw name)`` of a frame's link-time address, or None
+    (unresolved: no symbol there, or the file unreadable)."""
+    return frame[1].lookup(frame[2]) if frame[1] is not None else None
+
+
+def resolve(path: str, *, pids=None, tids=None, comms=None, cpus=None, time_range=None) -> Resolved:
+    """``path`` read (:func:`_read`), its address spaces and comms followed
+    in time order as :class:`~pmuscope.profile.model.ProfileBuilder` does and
+    each sample's frame found; samples outside ``pids``/``tids``/``comms``/
+    ``cpus``/``time_range`` left out (``Profile.filter``). :class:`Decline`
+    when the file is outside this path's case (whatever the filters keep)."""
     from ..symbols.dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache
     from ..symbols.maps import Maps
 
@@ -450,7 +474,7 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
     if len(head) < 56 or head[:8] != b"PERFILE2" or struct.unpack_from("<Q", head, 8)[0] == 16 or \
             struct.unpack_from("<Q", head, 48)[0] > MAX_DATA_BYTES:
         raise Decline("not a small file-mode perf.data")
-    event, lost, items = _read(path)
+    event, lost, items, sample_type, attr_type = _read(path)
     maps = Maps()
     comm_of: dict[int, str] = {0: "swapper"}  # perf names the idle task (pid/tid 0) "swapper"
     cache = DsoCache(debug_root=DEFAULT_DEBUG_ROOT, buildid_dir=DEFAULT_BUILDID_DIR, loader=_load_dso)
@@ -486,6 +510,8 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
         comm = comm_of.get(rec.tid)
         if comm is None:
             raise Decline("a thread without a comm")
+        if rec.pid >= 1 << 31 or rec.tid >= 1 << 31:
+            raise Decline("a pid or tid the numpy path holds as a negative number")
         ip = rec.ip
         if ip >= 1 << 48:
             raise Decline("an address no user mapping holds")
@@ -510,7 +536,17 @@ def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: flo
                 fr = (m.filename, dso, dso.map_to_vaddr(ip, m.start, m.pgoff), (ip - m.start + m.pgoff) & _M64)
             frames[key] = fr
         picked.append((rec, comm, fr))
-    return _table(event, lost, picked, sort, percent_limit, comm_of)
+    return Resolved(event, lost, picked, comm_of, sample_type, attr_type)
+
+
+# --- the report -----------------------------------------------------------------------------
+def build(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, percent_limit: float = 0.0, **filters) -> Report:
+    """The :class:`~pmuscope.profile.report_format.Report` of ``path`` that
+    ``build_report`` makes of its profile (filtered as ``Profile.filter``
+    does, ``filters`` as :func:`resolve` takes them); :class:`Decline` when
+    the file is outside this path's case."""
+    r = resolve(path, **filters)
+    return _table(r.event, r.lost, r.picked, sort, percent_limit, r.comm_of)
 
 
 def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_limit: float,
@@ -533,7 +569,7 @@ def _table(event: str, lost: int, picked: list, sort: tuple[str, ...], percent_l
     for s, comm, fr in picked:
         sy = syms.get(fr)
         if sy is None:
-            hit = fr[1].lookup(fr[2]) if fr[1] is not None else None
+            hit = symbol(fr)
             addr = fr[-1]
             if hit is not None:
                 # the symbol's start as frame_addr - frame_off (the address vs. the link-time one)
@@ -637,3 +673,79 @@ def report(path: str, *, sort: tuple[str, ...] = DEFAULT_SORT, as_json: bool = F
     if as_json:
         return report_json([rep]) + "\n"
     return format_report(rep, show_samples=show_samples)
+
+
+# --- script -----------------------------------------------------------------------------------
+def script_enabled() -> bool:
+    """False when ``PMUSCOPE_SCRIPT_LITE=0`` (``script`` takes the numpy path only: the reference)."""
+    return os.environ.get("PMUSCOPE_SCRIPT_LITE", "1") != "0"
+
+
+def script(path: str, fields=None, **filters) -> bytes:
+    """What ``pmuscope script`` prints for ``path`` (no call chains are
+    recorded: one line a sample), ``fields`` as ``parse_fields`` gives them
+    (None: the defaults), ``filters`` as :func:`resolve` takes them (the
+    command's ``apply_filters``). The text of ``profile/script.py``'s
+    formatters, piece by piece: ``comm`` right-aligned in 16, ``pid/tid``,
+    ``[cpu]``, ``secs.usecs:``, the period in 10, ``event:``, then
+    `` ip sym+off (dso)``; a line without ``ip`` ends with the header's
+    space. :class:`Decline` for what the numpy path prints otherwise or
+    refuses (tracepoints, ``trace``, ``symoff`` without ``sym``, ``cpu`` not
+    recorded)."""
+    from .script_fields import FieldChanges
+
+    r = resolve(path, **filters)
+    if r.attr_type == abi.PERF_TYPE_TRACEPOINT:
+        raise Decline("a tracepoint (other default fields, payloads)")
+    has_cpu = bool(r.sample_type & S.CPU)
+    # default_fields of such a recording (TIME is always there: this path requires it)
+    base = ("comm", "tid", *(("cpu",) if has_cpu else ()), "time", "period", "event", "ip", "sym", "symoff", "dso")
+    fs = set(base if fields is None else fields.apply(base) if isinstance(fields, FieldChanges) else fields)
+    if "trace" in fs or ("symoff" in fs and "sym" not in fs) or ("cpu" in fs and not has_cpu):
+        raise Decline("fields the numpy path prints or refuses")
+    f_comm, f_pid, f_tid, f_cpu = "comm" in fs, "pid" in fs, "tid" in fs, "cpu" in fs
+    f_time, f_period, ev = "time" in fs, "period" in fs, f"{r.event}: " if "event" in fs else ""
+    f_ip, f_sym, f_off, f_dso = "ip" in fs, "sym" in fs, "symoff" in fs, "dso" in fs
+    prefixes: dict[tuple, str] = {}
+    texts: dict[tuple, str] = {}  # (frame, ip) -> " ip sym+off (dso)"
+    out = []
+    for s, comm, fr in r.picked:
+        key = (comm, s.pid, s.tid, s.cpu)
+        t = prefixes.get(key)
+        if t is None:
+            t = f"{comm:>16} " if f_comm else ""
+            if f_pid and f_tid:
+                t += f"{s.pid:5d}/{s.tid:<5d} "
+            elif f_pid:
+                t += f"{s.pid:5d} "
+            elif f_tid:
+                t += f"{s.tid:5d} "
+            if f_cpu:
+                t += f"[{s.cpu:03d}] "
+            prefixes[key] = t
+        if f_time:
+            usec = s.time // 1000
+            t += f"{usec // 1_000_000:5d}.{usec % 1_000_000:06d}: "
+        if f_period:
+            t += f"{s.period:10d} "
+        t += ev
+        if f_ip:
+            fkey = (fr, s.ip)
+            ft = texts.get(fkey)
+            if ft is None:
+                ft = f" {s.ip:16x}"
+                if f_sym:
+                    hit = symbol(fr)
+                    if hit is None:
+                        ft += " [unknown]"
+                    else:
+                        ft += f" {_sym_label(hit[1])}+{(fr[2] - hit[0]) & _M64:#x}" if f_off else \
+                            f" {_sym_label(hit[1])}"
+                if f_dso:
+                    ft += f" ({fr[0]})"
+                texts[fkey] = ft
+            t += ft
+        out.append(t)
+    if not out:
+        return b""
+    return ("\n".join(out) + "\n").encode("utf-8", "surrogateescape")

@@ -30,51 +30,12 @@ import numpy as np
 
 from ..errors import PmuscopeError
 from .model import Profile, uniq, uniq_first
+from .script_fields import FIELDS, FieldChanges, parse_fields  # noqa: F401 - re-exported
 
 try:
     from .. import _native  # type: ignore[attr-defined]
 except ImportError:  # no C compiler at install time: the Python formatter serves
     _native = None
-
-FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
-
-
-class FieldChanges(tuple):
-    """``-F +period,-dso``: ``(("+", "period"), ("-", "dso"))``, changes to the
-    default fields of what was recorded (perf's ``+``/``-`` form)."""
-
-    def apply(self, base: Sequence[str]) -> tuple[str, ...]:
-        out = list(base)
-        for op, f in self:
-            if op == "+" and f not in out:
-                out.append(f)
-            elif op == "-" and f in out:
-                out.remove(f)
-        return tuple(out)
-
-
-def parse_fields(text: str | None) -> tuple[str, ...] | None:
-    """``-F comm,tid,ip`` -> a tuple; None for the default set; ``-F +period,-dso``
-    (a list starting with + or -: each name added to or taken from the default
-    fields, the sign carried on to the names after it, as perf reads it) -> a
-    :class:`FieldChanges`."""
-    if not text:
-        return None
-    items = [f.strip() for f in text.split(",") if f.strip()]
-    changes = bool(items) and items[0][0] in "+-"
-    ops, op = [], "+"
-    for it in items:
-        if it[0] in "+-":
-            if not changes:
-                raise PmuscopeError(f"-F {text!r}: either name the fields or change the defaults "
-                                    f"with +name/-name, not both")
-            op, it = it[0], it[1:].strip()
-        ops.append((op, it))
-    bad = [f for _, f in ops if f not in FIELDS]
-    if bad or not ops:
-        raise PmuscopeError(f"-F {text!r}: unknown field(s) {', '.join(bad) or '(none)'}; "
-                            f"choose from {','.join(FIELDS)}")
-    return FieldChanges(ops) if changes else tuple(f for _, f in ops)
 
 
 def default_fields(p: Profile) -> tuple[str, ...]:
