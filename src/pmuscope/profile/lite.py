@@ -41,6 +41,12 @@ The options it takes are the table's: ``--stdio``, ``--json``, ``-n``,
 ``--sort``, ``--percent-limit``, ``--pid``/``--tid``/``--comm``/``--cpu``/``--time``;
 the command hands everything else to the numpy path. ``PMUSCOPE_REPORT_LITE=0``
 turns this path off.
+
+``script`` reads and resolves the file with the same step (:func:`resolve`)
+and prints ``profile/script.py``'s text of it (:func:`script`): the default
+fields or ``-F`` lists without ``trace``, ``-G``, the filters ``--pid``/``--tid``/
+``--comm``/``--cpu``/``--time``; it declines tracepoint events too.
+``PMUSCOPE_SCRIPT_LITE=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -703,6 +709,10 @@ def script(path: str, fields=None, **filters) -> bytes:
     fs = set(base if fields is None else fields.apply(base) if isinstance(fields, FieldChanges) else fields)
     if "trace" in fs or ("symoff" in fs and "sym" not in fs) or ("cpu" in fs and not has_cpu):
         raise Decline("fields the numpy path prints or refuses")
+    try:
+        r.event.encode()  # the formatters encode it strictly (a name with lone surrogates: their error)
+    except UnicodeEncodeError:
+        raise Decline("an event name that is not UTF-8") from None
     f_comm, f_pid, f_tid, f_cpu = "comm" in fs, "pid" in fs, "tid" in fs, "cpu" in fs
     f_time, f_period, ev = "time" in fs, "period" in fs, f"{r.event}: " if "event" in fs else ""
     f_ip, f_sym, f_off, f_dso = "ip" in fs, "sym" in fs, "symoff" in fs, "dso" in fs
