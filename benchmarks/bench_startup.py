@@ -19,6 +19,9 @@ median wall time. Commands:
 * ``pmuscope stat`` again under ``python3 -S`` (site-packages on PYTHONPATH):
   pmuscope's own cost without this machine's ``site``.
 
+The first lines say whether this tree's numpy-free path (``profile/lite.py``)
+takes the tiny files (a ``[vdso]`` or kernel sample sends them to the numpy path).
+
 pmuscope runs as installed: its console script (``pmuscope`` beside the
 interpreter) when there is one, else ``python3 -m pmuscope``; from compiled
 bytecode (a private ``PYTHONPYCACHEPREFIX`` when ``PYTHONDONTWRITEBYTECODE`` is
@@ -101,6 +104,27 @@ def record_tiny(perf: str, path: str, event: str = "cpu-clock") -> int:
     subprocess.run([perf, "record", "-q", "-e", event, "-c", str(period), "-o", path, "--"] + cmd,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return samples_of(perf, path)
+
+
+#: whether pmuscope's numpy-free path takes a file (report and script share its reading)
+LITE_CHECK = """
+import sys
+from pmuscope.profile import lite
+try:
+    lite.script(sys.argv[1])
+    lite.build(sys.argv[1])
+    print("taken")
+except lite.Decline as err:
+    print(f"declined ({err})")
+except AttributeError:
+    print("not in this tree")
+"""
+
+
+def lite_takes(py: str, path: str, env: dict[str, str]) -> str:
+    """'taken' or 'declined (why)': which path ``report``/``script`` of PATH time."""
+    r = subprocess.run([py, "-c", LITE_CHECK, path], capture_output=True, text=True, env=env)
+    return r.stdout.strip() or f"unknown ({r.stderr.strip()[-120:]})"
 
 
 def import_times(cmd: list[str], env: dict[str, str], runs: int = 3) -> tuple[dict, dict, list]:
@@ -189,6 +213,8 @@ def main() -> int:
                                                    if "PYTHONPYCACHEPREFIX" in env else ""))
     print(f"files: tiny {n_tiny} samples, tiny-user {n_tiny_u} ({tmp}), perf-g-small {n_small}; load average "
           f"{os.getloadavg()[0]:.1f} at start")
+    print("numpy-free path (profile/lite.py) of this tree: " + "; ".join(
+        f"{f} {lite_takes(py, p, env)}" for f, p in (("tiny", tiny), ("tiny-user", tiny_u))))
     for _, cmd, e, _ in cases:  # warm-up: bytecode cache, page cache, kallsyms cache
         timed(cmd, e)
     times: dict[str, list[float]] = {c[0]: [] for c in cases}
