@@ -297,6 +297,10 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
     small file and the table's options, or None: that path declined (the
     numpy path, the reference, runs then; ``PMUSCOPE_REPORT_LITE=0`` always).
     ``strict`` (tests): an error other than the path's own ``Decline`` is raised."""
+    from ..profile import lite_candidate
+
+    if not lite_candidate(args.input):
+        return None  # a large file, a pipe, standard input: the numpy path (lite not imported)
     from ..profile import lite
 
     if not lite.enabled():

@@ -67,6 +67,10 @@ def _lite_script(args: argparse.Namespace, fields, *, strict: bool = False) -> b
     numpy path, the reference, runs then; always with ``PMUSCOPE_SCRIPT_LITE=0``
     or one of the numpy path's own switches set). ``strict`` (tests): an error
     other than the path's own ``Decline`` is raised."""
+    from ..profile import lite_candidate
+
+    if not lite_candidate(args.input):
+        return None  # a large file, a pipe, standard input: the numpy path (lite not imported)
     from ..profile import lite
 
     if not lite.script_enabled() or any(k in os.environ for k in _NUMPY_PATH_KNOBS):

@@ -15,7 +15,28 @@
 - :func:`folded_stacks`, :func:`write_folded`, :func:`write_flamegraph`.
 """
 
+import os as _os
+import struct as _struct
+
 from pmuscope._lazy import lazy_exports
+
+#: files whose data section is larger take the numpy path (:mod:`pmuscope.profile.lite`)
+LITE_MAX_DATA_BYTES = 256 << 10
+
+
+def lite_candidate(path) -> bool:
+    """Whether ``path`` is a regular file-mode perf.data whose data section is
+    small enough for the numpy-free path: read from its first 56 bytes, so a
+    command learns it before importing that path (~1 ms) for a large file."""
+    if not isinstance(path, (str, _os.PathLike)) or not _os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(56)
+    except OSError:
+        return False
+    return len(head) == 56 and head[:8] == b"PERFILE2" and _struct.unpack_from("<Q", head, 8)[0] != 16 and \
+        _struct.unpack_from("<Q", head, 48)[0] <= LITE_MAX_DATA_BYTES
 
 #: public name -> submodule defining it, imported on first use (a command
 #: loads only what it needs: ``script`` never imports the HTML exporters)

@@ -52,7 +52,6 @@ fields or ``-F`` lists without ``trace``, ``-G``, the filters ``--pid``/``--tid`
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import warnings
 from bisect import bisect_left, bisect_right
@@ -62,7 +61,7 @@ from .report_format import (DEFAULT_SORT, Report, ReportRow, cpu_label, format_r
                             short_dso_name, thread_label, thread_widths)
 
 #: files whose data section is larger go to the numpy path
-MAX_DATA_BYTES = 256 << 10
+from . import LITE_MAX_DATA_BYTES as MAX_DATA_BYTES, lite_candidate  # noqa: E402
 
 R = abi.PerfRecord
 S = abi.PerfSample
@@ -469,16 +468,8 @@ def resolve(path: str, *, pids=None, tids=None, comms=None, cpus=None, time_rang
     from ..symbols.dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache
     from ..symbols.maps import Maps
 
-    if not os.path.isfile(path):
-        raise Decline("not a regular file")
     # the data section's size from the file header, before any header section is parsed
-    try:
-        with open(path, "rb") as f:
-            head = f.read(56)
-    except OSError:
-        raise Decline("an unreadable file") from None
-    if len(head) < 56 or head[:8] != b"PERFILE2" or struct.unpack_from("<Q", head, 8)[0] == 16 or \
-            struct.unpack_from("<Q", head, 48)[0] > MAX_DATA_BYTES:
+    if not lite_candidate(path):
         raise Decline("not a small file-mode perf.data")
     event, lost, items, sample_type, attr_type = _read(path)
     maps = Maps()
