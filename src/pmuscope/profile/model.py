@@ -722,6 +722,7 @@ class ProfileBuilder:
         parts = [p for p in (self._held, self._pending_from_batches()) if p is not None]
         self._held = None
         pend = _Pending.concat(parts) if parts else None
+        del parts  # the parts joined: not held alongside the samples split below
         if pend is not None and limit is not None and self.has_time:
             done = pend.cols["time"] <= np.uint64(max(limit, 0))
             if not done.all():
@@ -1174,33 +1175,40 @@ class ProfileBuilder:
         self._out = self._new_out()
         n = self._out_n
         self._out_n = 0
-        stack_len = _grow(o["stack_len"], np.int64)
+
+        def col(name: str, dtype) -> np.ndarray:
+            # each column's parts are let go once joined: one column held twice at a time, not the chunk
+            return _grow(o.pop(name), dtype)
+
+        stack_len = col("stack_len", np.int64)
         offsets = np.zeros(n + 1, dtype=np.int64)
         if len(stack_len):
             np.cumsum(stack_len, out=offsets[1:])
+        del stack_len
         raw = raw_off = None
         if self.keep_raw:
-            raw = _grow(o["raw"], np.uint8)
-            rl = _grow(o["raw_len"], np.int64)
+            raw = col("raw", np.uint8)
+            rl = col("raw_len", np.int64)
             raw_off = np.zeros(n + 1, dtype=np.int64)
             if len(rl):
                 np.cumsum(rl, out=raw_off[1:])
+            del rl
         stats = stats or DecodeStats()
         f = self._frame_columns()
         prof = Profile(
-            pid=_grow(o["pid"], np.int64), tid=_grow(o["tid"], np.int64), cpu=_grow(o["cpu"], np.int32),
-            time=_grow(o["time"], np.uint64), period=_grow(o["period"], np.uint64),
-            event=_grow(o["event"], np.int16), comm=_grow(o["comm"], np.int32), ip=_grow(o["ip"], np.uint64),
-            cpumode=_grow(o["cpumode"], np.uint8), leaf=_grow(o["leaf"], np.int32),
-            stack=_grow(o["stack"], np.int32), stack_offsets=offsets,
+            pid=col("pid", np.int64), tid=col("tid", np.int64), cpu=col("cpu", np.int32),
+            time=col("time", np.uint64), period=col("period", np.uint64),
+            event=col("event", np.int16), comm=col("comm", np.int32), ip=col("ip", np.uint64),
+            cpumode=col("cpumode", np.uint8), leaf=col("leaf", np.int32),
+            stack=col("stack", np.int32), stack_offsets=offsets,
             frame_ip=f["ip"], frame_addr=f["addr"], frame_dso=f["dso"], frame_sym=f["sym"], frame_off=f["off"],
             frame_kernel=f["kernel"],
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
             lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
-            truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
+            truncated=col("truncated", bool) if self.unwinder is not None else None,
             unwind_stats=self.unwinder.stats if self.unwinder is not None else None, thread_comm=self._comm_of)
-        del o
+        del o, col
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
@@ -1227,6 +1235,11 @@ def build_profile(source: RecordSource, *, event_names: list[str] | None = None,
 
 #: samples per profile :func:`iter_profile_chunks` hands out (at least; a round is not cut)
 CHUNK_SAMPLES = 8192
+#: chunk_samples of the readers that collapse each chunk as it comes (report,
+#: export): a chunk's columns, its pending samples and the builder's parts are
+#: what a run holds beyond the distinct samples, and the per-chunk steps cost
+#: nothing measurable at this size (each round is resolved on its own anyway)
+COLLAPSE_CHUNK_SAMPLES = 2 * CHUNK_SAMPLES
 
 
 def iter_builder_chunks(source: RecordSource, builder: ProfileBuilder, *, name: str = "",
@@ -1452,5 +1465,6 @@ def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = No
                                         chunk_samples=chunk_samples or CHUNK_SAMPLES):
             prof.tp_formats = tp
             yield prof
+            del prof  # the next chunk is built without this one alive here
     finally:
         op.close()
