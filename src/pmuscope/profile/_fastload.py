@@ -540,3 +540,5 @@ class RoundSource:
                 yield rec
             if batch is not None and start < len(batch):
                 yield batch._slice(start, len(batch))
+            # no view of the chunk left here: its buffer is read into again for the next one
+            del buf, batch, sample_arr, size_arr, side
