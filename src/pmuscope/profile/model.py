@@ -129,16 +129,49 @@ class _Pending:
         return _Pending({k: v[sel] for k, v in self.cols.items()},
                         {k: _take_flat(f, o, sel) for k, (f, o) in self.flat.items()})
 
+    def keep(self, sel) -> "_Pending":
+        """:meth:`take` in place, a field at a time: each old field is let go
+        once its rows are copied (a column held twice, not every sample)."""
+        for k in list(self.cols):
+            self.cols[k] = self.cols.pop(k)[sel]
+        for k in list(self.flat):
+            f, o = self.flat.pop(k)
+            self.flat[k] = _take_flat(f, o, sel)
+            del f, o
+        return self
+
+    def split(self, first, second) -> tuple["_Pending", "_Pending"]:
+        """``(self.take(first), self.take(second))`` a field at a time, each
+        field of ``self`` let go once both copies of it are made (``self`` is
+        left empty)."""
+        a: dict[str, np.ndarray] = {}
+        b: dict[str, np.ndarray] = {}
+        for k in list(self.cols):
+            v = self.cols.pop(k)
+            a[k], b[k] = v[first], v[second]
+            del v
+        fa: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        fb: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for k in list(self.flat):
+            f, o = self.flat.pop(k)
+            fa[k], fb[k] = _take_flat(f, o, first), _take_flat(f, o, second)
+            del f, o
+        return _Pending(a, fa), _Pending(b, fb)
+
     @staticmethod
     def concat(parts: list["_Pending"]) -> "_Pending":
+        """The parts joined, a field at a time: each part's field is let go
+        once joined (the parts are left empty)."""
         if len(parts) == 1:
             return parts[0]
-        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols if k != "ustack"}
+        cols = {k: np.concatenate([p.cols.pop(k) for p in parts]) for k in list(parts[0].cols) if k != "ustack"}
         if "ustack" in parts[0].cols:  # stack copies as rows: pad to the widest
             w = max(p.cols["ustack"].shape[1] for p in parts)
             cols["ustack"] = np.concatenate([np.pad(p.cols["ustack"], ((0, 0), (0, w - p.cols["ustack"].shape[1])))
                                              for p in parts])
-        flat = {k: _concat_flat([p.flat[k] for p in parts]) for k in parts[0].flat}
+            for p in parts:
+                del p.cols["ustack"]
+        flat = {k: _concat_flat([p.flat.pop(k) for p in parts]) for k in list(parts[0].flat)}
         return _Pending(cols, flat)
 
 
@@ -726,16 +759,16 @@ class ProfileBuilder:
         if pend is not None and limit is not None and self.has_time:
             done = pend.cols["time"] <= np.uint64(max(limit, 0))
             if not done.all():
-                self._held = pend.take(~done)
                 if done.any():
                     # the samples resolved now, in time order (below), in one take
                     idx = np.flatnonzero(done)
                     t = pend.cols["time"][idx]
                     if len(t) > 1 and (t[1:] < t[:-1]).any():
                         idx = idx[np.argsort(t, kind="stable")]
-                    pend = pend.take(idx)
+                    del t
+                    self._held, pend = pend.split(~done, idx)
                 else:
-                    pend = None
+                    self._held, pend = pend, None
         if pend is None:
             for _, _, rec in ready:
                 self._apply(rec)
@@ -743,7 +776,7 @@ class ProfileBuilder:
         if self.has_time and len(pend) > 1:
             times = pend.cols["time"]
             if (times[1:] < times[:-1]).any():
-                pend = pend.take(np.argsort(times, kind="stable"))
+                pend = pend.keep(np.argsort(times, kind="stable"))
         if not ready:
             pend.cols["comm"] = self._comms_now(pend.cols["tid"])
             self._resolve(pend)
@@ -805,7 +838,7 @@ class ProfileBuilder:
                 left[idx] = False
             if not left.any():
                 return
-            pend = pend.take(left)
+            pend = pend.keep(left)
         pend.cols["comm"] = self._comm_timeline(pend.cols["tid"], pend.cols["time"], base, changes)
         self._resolve(pend)
 
