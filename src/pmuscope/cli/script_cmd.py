@@ -75,7 +75,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, fields, source) -> int:
-    import itertools
     from types import SimpleNamespace
 
     from ..profile.model import iter_profile_chunks, join_chunks
@@ -112,7 +111,7 @@ def _run(args: argparse.Namespace, fields, source) -> int:
     write = sys.stdout.buffer.write
     stats, newest, disordered = first.unwind_stats, -1, False
     base = None  # --reltime: the first sample's time; --deltatime: the time of the sample before
-    pieces = itertools.chain((first,), () if joined else chunks)
+    pieces = _handed_on([first], () if joined else chunks)
     del first  # each chunk is let go before the next one is built
     for prof in pieces:
         stats = prof.unwind_stats
@@ -133,6 +132,13 @@ def _run(args: argparse.Namespace, fields, source) -> int:
         print("pmuscope script: warning: samples older than some already printed came in a later round; "
               "printed in the order they came", file=sys.stderr)
     return 0
+
+
+def _handed_on(box: list, rest):
+    """The item in ``box``, then those of ``rest``, holding none once handed on
+    (``itertools.chain((first,), rest)`` keeps ``first`` to the end)."""
+    yield box.pop()
+    yield from rest
 
 
 def _shifted_times(t, base, delta: bool):
