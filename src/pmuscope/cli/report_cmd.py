@@ -397,12 +397,16 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
         from ..profile import model
 
         col = Collapser(keys_for_sort(sort))
+        prof = None
         for chunk in model.iter_profile_chunks(pf, kernel_symbols=ks, itrace=args.itrace,
-                                               chunk_samples=8 * model.CHUNK_SAMPLES):
+                                               chunk_samples=model.COLLAPSE_CHUNK_SAMPLES):
             if explicit and not chunk.has_callchain:
+                prof = chunk
                 break  # refused below, before anything else is read
             col.add(_select(chunk, args, entries, whole))
-        prof = col.profile() if col.last is not None else chunk  # filtered chunk by chunk
+            del chunk  # not alive while the next one is built
+        if prof is None:
+            prof = col.profile()  # filtered chunk by chunk
     else:
         prof = load_profile(pf, kernel_symbols=ks, itrace=args.itrace)
     if explicit and not prof.has_callchain:

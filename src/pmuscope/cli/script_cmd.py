@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, fields, source) -> int:
-    import itertools
+    from types import SimpleNamespace
 
     _lazy.numpy(one_blas_thread=True)  # as the CLI imported it when every script took this path
 
@@ -155,10 +155,12 @@ def _run(args: argparse.Namespace, fields, source) -> int:
     fmt = ScriptFormatter(fields, callchain=show_chain, ns=args.ns)
     sys.stdout.flush()
     write = sys.stdout.buffer.write
-    last, newest, disordered = first, -1, False
+    stats, newest, disordered = first.unwind_stats, -1, False
     base = None  # --reltime: the first sample's time; --deltatime: the time of the sample before
-    for prof in itertools.chain((first,), () if joined else chunks):
-        last = prof
+    pieces = _handed_on([first], () if joined else chunks)
+    del first  # each chunk is let go before the next one is built
+    for prof in pieces:
+        stats = prof.unwind_stats
         if prof.has_time and len(prof.time):
             disordered |= int(prof.time[0]) < newest
             newest = max(newest, int(prof.time[-1]))
@@ -168,13 +170,21 @@ def _run(args: argparse.Namespace, fields, source) -> int:
         if (args.reltime or args.deltatime) and prof.has_time and len(prof.time):
             prof.time, base = _shifted_times(prof.time, base, args.deltatime)
         fmt.write(prof, write)
+        del prof
     sys.stdout.buffer.flush()
     if not joined:
-        unwind_note(last, "script")
+        unwind_note(SimpleNamespace(unwind_stats=stats), "script")
     if disordered:
         print("pmuscope script: warning: samples older than some already printed came in a later round; "
               "printed in the order they came", file=sys.stderr)
     return 0
+
+
+def _handed_on(box: list, rest):
+    """The item in ``box``, then those of ``rest``, holding none once handed on
+    (``itertools.chain((first,), rest)`` keeps ``first`` to the end)."""
+    yield box.pop()
+    yield from rest
 
 
 def _shifted_times(t, base, delta: bool):

@@ -60,8 +60,9 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
 
             col = Collapser(("event", "comm", "pid", "tid", "cpu", "leaf", "chain"))
             for chunk in model.iter_profile_chunks(pf, kernel_symbols=kernel_symbols,
-                                                   chunk_samples=8 * model.CHUNK_SAMPLES):
+                                                   chunk_samples=model.COLLAPSE_CHUNK_SAMPLES):
                 col.add(select(chunk) if select is not None else chunk)
+                del chunk  # not alive while the next one is built
             prof = col.profile()
         else:  # PMUSCOPE_EXPORT_STREAM=0: the reference, every sample held
             prof = load_profile(pf, kernel_symbols=kernel_symbols)

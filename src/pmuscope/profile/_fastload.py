@@ -25,6 +25,19 @@ from ..symbols import KERNEL_DSO, KernelSymbols, SymbolTable
 from ..symbols.table import _ends
 
 CHUNK_BYTES = 1 << 20  # decoded at a time: larger chunks are no faster and hold more memory
+
+
+def chunk_bytes(size: int | None) -> int:
+    """Bytes decoded at a time from a data section of ``size`` bytes (None:
+    not known): :data:`CHUNK_BYTES`, or less for a small recording, down to
+    a quarter of it (~a 32nd of the size, in 64 KiB steps). A reader holds
+    about a chunk, its decoded samples and the samples waiting for their
+    round, so a 10 MB file read 1 MiB at a time holds several MB more than
+    read 320 KiB at a time; some 30 chunks cost no measurable time, and
+    large files keep the full size (fewer steps)."""
+    if not size or size <= 0:
+        return CHUNK_BYTES
+    return max(CHUNK_BYTES // 4, min(CHUNK_BYTES, ((size + 31) // 32 + 0xFFFF) & ~0xFFFF))
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _KEEP = np.zeros(256, dtype=bool)
 _KEEP[list(b"TtWwDdBb")] = True  # perf's symbol_type__filter()
@@ -51,7 +64,7 @@ def plain_data_chunks(pf, path: str) -> Iterator[tuple[int, memoryview]] | None:
         return None
     if _starts_with_auxtrace_info(path, off, size):
         return None  # AUXTRACE payloads follow without the AUXTRACE feature bit (perf reads such files too)
-    return _chunks(path, off, size)
+    return _chunks(path, off, size, chunk_bytes(size))
 
 
 def _starts_with_auxtrace_info(path: str, off: int, size: int, max_records: int = 512) -> bool:
@@ -79,11 +92,14 @@ def _starts_with_auxtrace_info(path: str, off: int, size: int, max_records: int 
 _MAX_RECORD = 1 << 16  # perf_event_header.size is a u16
 
 
-def _chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
-    return _read_chunks(path, off, size) if _native_decode.enabled() else _mapped_chunks(path, off, size)
+def _chunks(path: str, off: int, size: int, chunk: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    """Chunks of about ``chunk`` bytes (None: :data:`CHUNK_BYTES`)."""
+    chunk = chunk or CHUNK_BYTES
+    return _read_chunks(path, off, size, chunk) if _native_decode.enabled() else \
+        _mapped_chunks(path, off, size, chunk=chunk)
 
 
-def _read_chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryview]]:
+def _read_chunks(path: str, off: int, size: int, step: int | None = None) -> Iterator[tuple[int, memoryview]]:
     """The chunks of :func:`_mapped_chunks`, read into buffers with the C
     walker finding the cuts. Touching a memory map costs a page fault per page
     (on a VM several times a copy of the page: ~0.3 s for 245 MB where these
@@ -92,14 +108,15 @@ def _read_chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryvi
     nothing holds a view of it (see :func:`_free_buffer`). When the headers do
     not chain cleanly (or the file is shorter than it says), the rest is
     :func:`_mapped_chunks`' from there on, which decides as before."""
+    step = step or CHUNK_BYTES
     pool: list[bytearray] = []
     with open(path, "rb", buffering=0) as f:
         fd = f.fileno()
         pos = 0
         while pos < size:
-            cut = min(CHUNK_BYTES, size - pos)
+            cut = min(step, size - pos)
             want = size - pos if cut == size - pos else min(cut + _MAX_RECORD, size - pos)
-            buf = _free_buffer(pool, want)
+            buf = _free_buffer(pool, want, min(step + _MAX_RECORD, size))
             try:
                 got = os.preadv(fd, [memoryview(buf)[:want]], off + pos)
             except OSError:
@@ -108,7 +125,7 @@ def _read_chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryvi
             if got != want or p is None or p <= 0:
                 del buf
                 pool.clear()
-                yield from _mapped_chunks(path, off, size, pos)
+                yield from _mapped_chunks(path, off, size, pos, step)
                 return
             chunk = memoryview(buf)[:p]
             del buf
@@ -120,10 +137,12 @@ def _read_chunks(path: str, off: int, size: int) -> Iterator[tuple[int, memoryvi
 _POOL = 3  # buffers kept for reuse: the chunk being decoded, the one its reader still names, a spare
 
 
-def _free_buffer(pool: list[bytearray], want: int) -> bytearray:
+def _free_buffer(pool: list[bytearray], want: int, full: int | None = None) -> bytearray:
     """A buffer of ``pool`` at least ``want`` bytes long that no view uses any
     more (the reader of a chunk may keep it, or arrays over it, as long as it
-    likes: such a buffer is left to it), else a new one."""
+    likes: such a buffer is left to it), else a new one of ``full`` bytes (what
+    any chunk of the file needs; a new bytearray is zeroed, so every page of it
+    is resident: no larger than that)."""
     for buf in pool:
         if len(buf) >= want:
             try:  # a bytearray cannot be resized while a view of it exists
@@ -134,12 +153,14 @@ def _free_buffer(pool: list[bytearray], want: int) -> bytearray:
             return buf
     if len(pool) >= _POOL:
         pool.pop(0)  # held elsewhere (or too short): its holder keeps it alive
-    buf = bytearray(max(want, min(CHUNK_BYTES + _MAX_RECORD, 1 << 24)))
+    buf = bytearray(max(want, min(full or CHUNK_BYTES + _MAX_RECORD, 1 << 24)))
     pool.append(buf)
     return buf
 
 
-def _mapped_chunks(path: str, off: int, size: int, start: int = 0) -> Iterator[tuple[int, memoryview]]:
+def _mapped_chunks(path: str, off: int, size: int, start: int = 0,
+                   chunk: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    chunk = chunk or CHUNK_BYTES
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     buf = memoryview(mm)
@@ -148,7 +169,7 @@ def _mapped_chunks(path: str, off: int, size: int, start: int = 0) -> Iterator[t
     pos = start
     try:
         while pos < size:
-            cut = min(pos + CHUNK_BYTES, size)
+            cut = min(pos + chunk, size)
             p = size if cut == size else _next_boundary(hsize, pos >> 3, cut >> 3) if pos % 8 == 0 else None
             if p is None:  # headers that do not chain (or a corrupt size left us unaligned): walk them one by one
                 p = pos
@@ -438,6 +459,19 @@ _FINISHED_ROUND = 68
 _THROTTLE, _UNTHROTTLE, _LOST, _LOST_SAMPLES = 5, 6, 2, 13
 
 
+def _input_size(pf) -> int | None:
+    """Bytes of the recording ``pf`` reads when it is a regular file (a pipe-mode
+    copy, a compressed file), else None (a pipe, stdin, bytes)."""
+    f = getattr(pf, "_file", None)
+    try:
+        st = os.fstat(f.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    import stat
+
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
 def round_safe(attrs) -> bool:
     """Whether :class:`RoundSource` may stand in for ``RecordSource``: every
     sample carries PERF_SAMPLE_TIME and every side-band record its time in the
@@ -461,8 +495,8 @@ def profile_source(pf, path: str | None = None, *, callchains: bool = True):
     table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
     chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
     if chunks is None:
-        chunks = pf.raw_chunks(max_bytes=CHUNK_BYTES, ordered=pf.directory_format,  # as PerfDataFile.records()
-                               release=True)
+        chunks = pf.raw_chunks(max_bytes=chunk_bytes(_input_size(pf)), ordered=pf.directory_format,
+                               release=True)  # as PerfDataFile.records()
     from ..progress import enabled, track_chunks
 
     if enabled():  # a line on a terminal's stderr while a large file loads
@@ -540,3 +574,5 @@ class RoundSource:
                 yield rec
             if batch is not None and start < len(batch):
                 yield batch._slice(start, len(batch))
+            # no view of the chunk left here: its buffer is read into again for the next one
+            del buf, batch, sample_arr, size_arr, side

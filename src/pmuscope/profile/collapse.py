@@ -111,7 +111,9 @@ class Collapser:
 
     def add(self, c: Profile) -> None:
         """Collapse one chunk into the rows."""
-        self.last = c
+        # what profile() needs of the chunk (its frame table, names, totals), not its
+        # samples: the next chunk is then built without this one alive
+        self.last = c.select(np.zeros(0, dtype=np.int64))
         n = len(c)
         if n == 0:
             return

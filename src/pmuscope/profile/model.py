@@ -129,16 +129,49 @@ class _Pending:
         return _Pending({k: v[sel] for k, v in self.cols.items()},
                         {k: _take_flat(f, o, sel) for k, (f, o) in self.flat.items()})
 
+    def keep(self, sel) -> "_Pending":
+        """:meth:`take` in place, a field at a time: each old field is let go
+        once its rows are copied (a column held twice, not every sample)."""
+        for k in list(self.cols):
+            self.cols[k] = self.cols.pop(k)[sel]
+        for k in list(self.flat):
+            f, o = self.flat.pop(k)
+            self.flat[k] = _take_flat(f, o, sel)
+            del f, o
+        return self
+
+    def split(self, first, second) -> tuple["_Pending", "_Pending"]:
+        """``(self.take(first), self.take(second))`` a field at a time, each
+        field of ``self`` let go once both copies of it are made (``self`` is
+        left empty)."""
+        a: dict[str, np.ndarray] = {}
+        b: dict[str, np.ndarray] = {}
+        for k in list(self.cols):
+            v = self.cols.pop(k)
+            a[k], b[k] = v[first], v[second]
+            del v
+        fa: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        fb: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for k in list(self.flat):
+            f, o = self.flat.pop(k)
+            fa[k], fb[k] = _take_flat(f, o, first), _take_flat(f, o, second)
+            del f, o
+        return _Pending(a, fa), _Pending(b, fb)
+
     @staticmethod
     def concat(parts: list["_Pending"]) -> "_Pending":
+        """The parts joined, a field at a time: each part's field is let go
+        once joined (the parts are left empty)."""
         if len(parts) == 1:
             return parts[0]
-        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols if k != "ustack"}
+        cols = {k: np.concatenate([p.cols.pop(k) for p in parts]) for k in list(parts[0].cols) if k != "ustack"}
         if "ustack" in parts[0].cols:  # stack copies as rows: pad to the widest
             w = max(p.cols["ustack"].shape[1] for p in parts)
             cols["ustack"] = np.concatenate([np.pad(p.cols["ustack"], ((0, 0), (0, w - p.cols["ustack"].shape[1])))
                                              for p in parts])
-        flat = {k: _concat_flat([p.flat[k] for p in parts]) for k in parts[0].flat}
+            for p in parts:
+                del p.cols["ustack"]
+        flat = {k: _concat_flat([p.flat.pop(k) for p in parts]) for k in list(parts[0].flat)}
         return _Pending(cols, flat)
 
 
@@ -722,19 +755,20 @@ class ProfileBuilder:
         parts = [p for p in (self._held, self._pending_from_batches()) if p is not None]
         self._held = None
         pend = _Pending.concat(parts) if parts else None
+        del parts  # the parts joined: not held alongside the samples split below
         if pend is not None and limit is not None and self.has_time:
             done = pend.cols["time"] <= np.uint64(max(limit, 0))
             if not done.all():
-                self._held = pend.take(~done)
                 if done.any():
                     # the samples resolved now, in time order (below), in one take
                     idx = np.flatnonzero(done)
                     t = pend.cols["time"][idx]
                     if len(t) > 1 and (t[1:] < t[:-1]).any():
                         idx = idx[np.argsort(t, kind="stable")]
-                    pend = pend.take(idx)
+                    del t
+                    self._held, pend = pend.split(~done, idx)
                 else:
-                    pend = None
+                    self._held, pend = pend, None
         if pend is None:
             for _, _, rec in ready:
                 self._apply(rec)
@@ -742,7 +776,7 @@ class ProfileBuilder:
         if self.has_time and len(pend) > 1:
             times = pend.cols["time"]
             if (times[1:] < times[:-1]).any():
-                pend = pend.take(np.argsort(times, kind="stable"))
+                pend = pend.keep(np.argsort(times, kind="stable"))
         if not ready:
             pend.cols["comm"] = self._comms_now(pend.cols["tid"])
             self._resolve(pend)
@@ -804,7 +838,7 @@ class ProfileBuilder:
                 left[idx] = False
             if not left.any():
                 return
-            pend = pend.take(left)
+            pend = pend.keep(left)
         pend.cols["comm"] = self._comm_timeline(pend.cols["tid"], pend.cols["time"], base, changes)
         self._resolve(pend)
 
@@ -1174,33 +1208,40 @@ class ProfileBuilder:
         self._out = self._new_out()
         n = self._out_n
         self._out_n = 0
-        stack_len = _grow(o["stack_len"], np.int64)
+
+        def col(name: str, dtype) -> np.ndarray:
+            # each column's parts are let go once joined: one column held twice at a time, not the chunk
+            return _grow(o.pop(name), dtype)
+
+        stack_len = col("stack_len", np.int64)
         offsets = np.zeros(n + 1, dtype=np.int64)
         if len(stack_len):
             np.cumsum(stack_len, out=offsets[1:])
+        del stack_len
         raw = raw_off = None
         if self.keep_raw:
-            raw = _grow(o["raw"], np.uint8)
-            rl = _grow(o["raw_len"], np.int64)
+            raw = col("raw", np.uint8)
+            rl = col("raw_len", np.int64)
             raw_off = np.zeros(n + 1, dtype=np.int64)
             if len(rl):
                 np.cumsum(rl, out=raw_off[1:])
+            del rl
         stats = stats or DecodeStats()
         f = self._frame_columns()
         prof = Profile(
-            pid=_grow(o["pid"], np.int64), tid=_grow(o["tid"], np.int64), cpu=_grow(o["cpu"], np.int32),
-            time=_grow(o["time"], np.uint64), period=_grow(o["period"], np.uint64),
-            event=_grow(o["event"], np.int16), comm=_grow(o["comm"], np.int32), ip=_grow(o["ip"], np.uint64),
-            cpumode=_grow(o["cpumode"], np.uint8), leaf=_grow(o["leaf"], np.int32),
-            stack=_grow(o["stack"], np.int32), stack_offsets=offsets,
+            pid=col("pid", np.int64), tid=col("tid", np.int64), cpu=col("cpu", np.int32),
+            time=col("time", np.uint64), period=col("period", np.uint64),
+            event=col("event", np.int16), comm=col("comm", np.int32), ip=col("ip", np.uint64),
+            cpumode=col("cpumode", np.uint8), leaf=col("leaf", np.int32),
+            stack=col("stack", np.int32), stack_offsets=offsets,
             frame_ip=f["ip"], frame_addr=f["addr"], frame_dso=f["dso"], frame_sym=f["sym"], frame_off=f["off"],
             frame_kernel=f["kernel"],
             comms=list(self.comms), event_names=self.event_names, symbolizer=self.symbolizer,
             has_callchain=self.has_callchain, has_cpu=self.has_cpu, has_time=self.has_time,
             lost=int(stats.lost_samples or stats.lost), stats=stats, raw=raw, raw_offsets=raw_off, source=source,
-            truncated=_grow(o["truncated"], bool) if self.unwinder is not None else None,
+            truncated=col("truncated", bool) if self.unwinder is not None else None,
             unwind_stats=self.unwinder.stats if self.unwinder is not None else None, thread_comm=self._comm_of)
-        del o
+        del o, col
         if self.has_time and len(prof.time) > 1 and (prof.time[1:] < prof.time[:-1]).any():
             # perf processes samples in time order (ordered events): so do reports and script
             prof = prof.select(np.argsort(prof.time, kind="stable"))
@@ -1227,6 +1268,11 @@ def build_profile(source: RecordSource, *, event_names: list[str] | None = None,
 
 #: samples per profile :func:`iter_profile_chunks` hands out (at least; a round is not cut)
 CHUNK_SAMPLES = 8192
+#: chunk_samples of the readers that collapse each chunk as it comes (report,
+#: export): a chunk's columns, its pending samples and the builder's parts are
+#: what a run holds beyond the distinct samples, and the per-chunk steps cost
+#: nothing measurable at this size (each round is resolved on its own anyway)
+COLLAPSE_CHUNK_SAMPLES = 2 * CHUNK_SAMPLES
 
 
 def iter_builder_chunks(source: RecordSource, builder: ProfileBuilder, *, name: str = "",
@@ -1456,5 +1502,6 @@ def iter_profile_chunks(path_or_file: Any, *, symbolizer: Symbolizer | None = No
                                         chunk_samples=chunk_samples or CHUNK_SAMPLES):
             prof.tp_formats = tp
             yield prof
+            del prof  # the next chunk is built without this one alive here
     finally:
         op.close()
