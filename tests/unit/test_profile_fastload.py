@@ -113,8 +113,10 @@ def test_core_kernel_table_is_kept_for_the_boot(tmp_path, monkeypatch):
     kept = list((tmp_path / "cache").iterdir())
     assert [p.name for p in kept] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
     assert oct(kept[0].stat().st_mode & 0o777) == "0o600"
-    # the next run maps the kept table instead of parsing kallsyms
+    # the next run maps the kept table instead of parsing kallsyms (the ends too: working
+    # them out again touched every page of the starts)
     monkeypatch.setattr(fl, "_parse_core", lambda data: pytest.fail("kallsyms parsed again"))
+    monkeypatch.setattr(fl, "_ends", lambda *a: pytest.fail("symbol ends worked out again"))
     again = load_kernel_symbols(root)
     assert isinstance(again, fl._CoreKernelSymbols) and not again.addresses_hidden
     _same(again.tables[KERNEL_DSO], first.tables[KERNEL_DSO])
