@@ -325,8 +325,11 @@ class _CoreKernelSymbols(KernelSymbols):
 # --- the core kernel table cache -----------------------------------------------------
 
 _PAGE = 4096
-_MAGIC = b"PMKSYM02"
-_HEAD = 32  # magic, u64 symbols, u64 kallsyms bytes, u64 reserved; then starts, ends, name offsets, kallsyms
+_MAGIC = b"PMKSYM03"
+# magic, u64 symbols, u64 kallsyms bytes, u64 reserved; then the bounds (u64[n + 1]: each
+# symbol's start, the last one's end: the core table's symbols end where the next one
+# starts), the name offsets (u32[n] starts, u32[n] ends) and the kallsyms text
+_HEAD = 32
 
 
 # one cache directory and boot id for everything pmuscope keeps per boot
@@ -339,33 +342,45 @@ def _cache_path(boot: str) -> str | None:
 
 
 def _cache_load(boot: str, first: bytes) -> SymbolTable | None:
-    """The cached core table of this boot, if its kallsyms began with ``first``."""
+    """The cached core table of this boot, if its kallsyms began with ``first``.
+
+    Only the bounds are mapped (the table's starts and ends are two views of
+    them, so nothing is computed or copied); names and their offsets are read
+    with ``pread``: a page touched in a map brings its neighbours in with it
+    (fault-around: whole page-cache folios here, up to hundreds of KiB), and
+    looking up the names of a few hundred sampled kernel functions through the
+    map made most of the 8 MB file resident (~7 MB of a small report's peak)."""
     path = _cache_path(boot)
     if path is None:
         return None
     try:
-        with open(path, "rb") as f:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        f = open(path, "rb", buffering=0)
+    except OSError:
+        return None
+    try:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
+        f.close()
         return None
     n = size = -1
     if len(mm) >= _HEAD and mm[:8] == _MAGIC:
         n, size, _ = np.frombuffer(mm, np.uint64, 3, 8).tolist()
-    body = _HEAD + 24 * n
-    if n <= 0 or len(mm) != body + size or size < len(first) or mm[body:body + len(first)] != first:
+    names = _HEAD + 8 * (n + 1)
+    body = names + 8 * n
+    if n <= 0 or len(mm) != body + size or size < len(first) or os.pread(f.fileno(), len(first), body) != first:
         mm.close()
+        f.close()
         return None
-    # the ends are kept too: computing them touched every page of the starts and built
-    # two arrays of their size (~2.4 MB resident for ~100k symbols); a lookup of a few
-    # addresses now touches a few pages of the map
     starts = np.frombuffer(mm, np.uint64, n, _HEAD)
-    ends = np.frombuffer(mm, np.uint64, n, _HEAD + 8 * n)
-    name_at = np.frombuffer(mm, np.uint32, 2 * n, _HEAD + 16 * n)
+    ends = np.frombuffer(mm, np.uint64, n, _HEAD + 8)
+    fd = f.fileno()
 
     def name_of(i: int) -> str:
-        s, e = int(name_at[i]), int(name_at[n + i])
-        return mm[body + s:body + e].decode("utf-8", "replace")
+        s = int.from_bytes(os.pread(fd, 4, names + 4 * i), "little")
+        e = int.from_bytes(os.pread(fd, 4, names + 4 * (n + i)), "little")
+        return os.pread(fd, max(e - s, 0), body + s).decode("utf-8", "replace")
 
+    name_of.file = f  # the descriptor lives as long as the table
     return SymbolTable(starts, ends, name_of)
 
 
@@ -373,17 +388,21 @@ def _cache_store(boot: str, data: bytes, table: SymbolTable, name_at: np.ndarray
     """Keep the parsed core table for the rest of this boot (best effort:
     an unwritable cache directory only costs the next run the parse)."""
     path = _cache_path(boot)
-    if path is None or not len(table) or len(data) >= 1 << 32:
+    n = len(table)
+    if path is None or not n or len(data) >= 1 << 32:
         return
+    if n > 1 and not np.array_equal(table.ends[:-1], table.starts[1:]):
+        return  # not the layout the bounds hold (the core table's symbols are zero-sized)
     from ..system.cache import store
 
-    head = _MAGIC + np.array([len(table), len(data), 0], dtype=np.uint64).tobytes()
+    head = _MAGIC + np.array([n, len(data), 0], dtype=np.uint64).tobytes()
+    bounds = np.empty(n + 1, dtype=np.uint64)
+    bounds[:n] = table.starts
+    bounds[n] = table.ends[-1]
     # tables of earlier boots are never valid again, nor half-written ones (a
     # process that exited while its loader thread was writing)
     suffix = f"-{os.geteuid()}.bin"
-    store(path, [head, np.ascontiguousarray(table.starts, dtype=np.uint64).tobytes(),
-                 np.ascontiguousarray(table.ends, dtype=np.uint64).tobytes(),
-                 np.ascontiguousarray(name_at, dtype=np.uint32).tobytes(), data],
+    store(path, [head, bounds.tobytes(), np.ascontiguousarray(name_at, dtype=np.uint32).tobytes(), data],
           lambda name: name.startswith("kallsyms-") and suffix in name)
 
 
