@@ -16,6 +16,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# What pmuscope keeps across runs (the parsed core kernel table, ELF symbol
+# tables) goes to a directory of this test session, not the user's
+# ~/.cache/pmuscope: set before any test runs, so the commands tests start
+# inherit it too. A test of the cache itself sets its own; a PMUSCOPE_CACHE_DIR
+# given to the session is kept (empty: the suite runs with nothing kept).
+_SESSION_CACHE = None
+if "PMUSCOPE_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="pmuscope-test-cache-")
+    os.environ["PMUSCOPE_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 DATA = ROOT / "tests" / "data"
 
 

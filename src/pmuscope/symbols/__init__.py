@@ -23,7 +23,8 @@ from .demangle import cxa_demangle_available, demangle, demangle_cxx, demangle_r
 #: imported on first use (PEP 562): e.g. a user of ``SymbolTable`` does not
 #: need the symbolizer, and a decoder does not need the ELF reader
 _LAZY = {
-    **{name: ".dso" for name in ("DsoCache", "ElfDso", "debug_file_candidates", "load_elf_dso", "shared_cache")},
+    **{name: ".dso" for name in ("DsoCache", "ElfDso", "debug_file_candidates", "load_elf_dso", "load_elf_image",
+                                 "shared_cache")},
     **{name: ".elf" for name in ("ElfFile", "RawSymbols", "Section", "Segment")},
     **{name: ".kernel" for name in ("KERNEL_DSO", "KernelSymbols", "ModuleRange", "parse_modules")},
     **{name: ".maps" for name in ("AddressSpace", "Mapping", "Maps")},
@@ -39,6 +40,6 @@ __all__ = [
     "AddressSpace", "DsoCache", "ElfDso", "ElfFile", "JitDump", "JitDumpMap", "KERNEL_DSO", "KernelSymbols", "Mapping",
     "Maps", "ModuleRange", "PerfMap", "RawSymbols", "Resolved", "Section", "Segment",
     "SymbolTable", "Symbolizer", "UNKNOWN", "cxa_demangle_available", "debug_file_candidates",
-    "demangle", "demangle_cxx", "demangle_rust", "load_elf_dso", "parse_modules",
+    "demangle", "demangle_cxx", "demangle_rust", "load_elf_dso", "load_elf_image", "parse_modules",
     "parse_jitdump", "parse_perf_map", "shared_cache",
 ]

@@ -219,24 +219,71 @@ def load_elf_dso(path: str, *, debug_root: str = DEFAULT_DEBUG_ROOT,
                  buildid_dir: str | None = None, expect_build_id: str | None = None,
                  include_objects: bool = False) -> ElfDso:
     """Open ``path`` and pick its symbol table by the search order above
-    (:func:`find_symtab`).
+    (:func:`find_symtab`). The parsed table is kept in the user's cache
+    directory (:mod:`pmuscope.symbols._symcache`) and taken from there while
+    the files it came from are unchanged.
 
     Raises :class:`FormatError` when ``path`` is not a readable ELF file.
     """
-    import numpy as np
-
-    from .table import SymbolTable
-
     elf = ElfFile.open(path)
     build_id = elf.build_id
     found = find_symtab(path, elf, build_id, debug_root=debug_root, buildid_dir=buildid_dir,
                         expect_build_id=expect_build_id)
+    return _elf_dso(path, elf, build_id, found, include_objects, kept=True)
+
+
+def load_elf_image(image: bytes, name: str, *, include_objects: bool = False) -> ElfDso:
+    """An ELF image held in memory (the vdso), its symbols from its own
+    ``.symtab`` else its ``.dynsym`` (no file, so no debug file to look for).
+    The table is kept by boot id and image (the vdso is one image per kernel)."""
+    elf = ElfFile.from_bytes(image, name)
+    found = (elf, ".symtab", "symtab") if elf.has_symtab() else (elf, ".dynsym", "dynsym")
+    from . import _symcache
+
+    return _elf_dso(name, elf, elf.build_id, found, include_objects,
+                    kept=_symcache.vdso_key(image, include_objects))
+
+
+def _elf_dso(path: str, elf: ElfFile, build_id: str | None, found: tuple[ElfFile, str, str] | None,
+             include_objects: bool, kept) -> ElfDso:
+    """The :class:`ElfDso` of ``elf`` with the symbols ``found`` names: the
+    kept table when there is one for this very choice (``kept``: True for a
+    file, keyed by its identity; a ``(name, key)`` pair; falsy: keep
+    nothing), else parsed (and kept)."""
+    import numpy as np
+
+    from . import _symcache
+    from .table import SymbolTable, elf_columns
+
     if found is not None:
         symfile, section, how = found
+        entry = None
+        if kept is True:
+            entry = _symcache.elf_key(path, symfile.path, section, how, include_objects)
+        elif kept:
+            entry = kept
+        if entry is not None:
+            table = _symcache.load(*entry)
+            if table is not None:
+                return ElfDso(path, elf, table, build_id, symfile.path, section, how)
         # PLT entries come from the runtime binary (a debug file's .plt is NOBITS)
         raw = symfile.symbols(section)
         if raw is not None:
-            table = SymbolTable.from_elf(_with_plt(raw, elf), include_objects=include_objects)
+            raw = _with_plt(raw, elf)
+            starts, ends, offs, lens = elf_columns(raw, include_objects)
+            blob = raw.strtab
+
+            def name_of(i: int) -> str:
+                o = int(offs[i])
+                e = blob.find(b"\0", o)
+                return blob[o:e if e >= 0 else len(blob)].decode("utf-8", "replace")
+
+            table = SymbolTable(starts, ends, name_of)
+            # kept only when the files did not change while they were read
+            if entry is not None and (kept is not True or entry == _symcache.elf_key(
+                    path, symfile.path, section, how, include_objects)):
+                parts = _symcache.encode(entry[1], starts, ends, offs, lens, blob)
+                (_symcache.store if kept is True else _symcache.store_vdso)(entry[0], parts)
             return ElfDso(path, elf, table, build_id, symfile.path, section, how)
     empty = SymbolTable(np.zeros(0, np.uint64), np.zeros(0, np.uint64), lambda i: "")
     return ElfDso(path, elf, empty, build_id, None, None, "none")

@@ -226,6 +226,17 @@ class ElfFile(Plain):
             raise FormatError(f"{path}: cannot read ELF file: {err.strerror or err}",
                               path=path, offset=0) from err
 
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str) -> "ElfFile":
+        """An ELF image held in memory (the vdso), called ``name`` in messages;
+        its contents are read from ``data`` instead of a file."""
+        import io
+
+        data = bytes(data)
+        self = cls._parse(name, io.BytesIO(data), len(data), data[:64])
+        self._image = data
+        return self
+
     @staticmethod
     def is_elf(path: str | os.PathLike) -> bool:
         """True when ``path`` is a readable file starting with the ELF magic."""
@@ -322,6 +333,9 @@ class ElfFile(Plain):
             raise FormatError(f"{self.path}: {what} at offset {offset:#x} (+{size} bytes) lies "
                               f"outside the file ({self.file_size} bytes): truncated or corrupt ELF",
                               path=self.path, offset=offset)
+        image = self.__dict__.get("_image")
+        if image is not None:
+            return image[offset:offset + size]
         with open(self.path, "rb") as f:
             f.seek(offset)
             return f.read(size)

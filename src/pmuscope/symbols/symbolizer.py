@@ -12,7 +12,6 @@ per run, and each name is demangled once.
 from __future__ import annotations
 
 import ctypes
-import tempfile
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from .demangle import demangle as _demangle
 from .._plain import Plain
 from .._np import uniq, uniq_inv
 from ..errors import FormatError, ProcessGoneError
-from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_dso, shared_cache
+from .dso import DEFAULT_BUILDID_DIR, DEFAULT_DEBUG_ROOT, DsoCache, load_elf_image, shared_cache
 from .kernel import KERNEL_DSO, KernelSymbols
 from .maps import AddressSpace, Mapping, Maps
 from .jitdump import JitDumpMap
@@ -212,11 +211,7 @@ class Symbolizer:
             m = next((x for x in space if x.filename == "[vdso]"), None)
             if m is None:
                 return None
-            image = ctypes.string_at(m.start, m.len)
-            with tempfile.NamedTemporaryFile(prefix="pmuscope-vdso-", suffix=".so") as f:
-                f.write(image)
-                f.flush()
-                self._vdso = load_elf_dso(f.name, debug_root="/nonexistent")
+            self._vdso = load_elf_image(ctypes.string_at(m.start, m.len), "[vdso]")
         except (OSError, FormatError, ProcessGoneError, ValueError):
             self._vdso = None
         return self._vdso

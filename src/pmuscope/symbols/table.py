@@ -104,56 +104,8 @@ class SymbolTable:
         rules (sized over zero-sized, non-weak over weak, global over local,
         fewer leading underscores, longer name), zero sizes fixed up to the
         next symbol (``symbols__fixup_end``)."""
-        stt = raw.st_info & 0xF
-        bind = raw.st_info >> 4
-        want = (stt == STT_FUNC) | (stt == STT_GNU_IFUNC)
-        if include_objects:
-            want |= stt == STT_OBJECT
-        want &= raw.st_shndx != SHN_UNDEF
-        want &= (raw.st_shndx < SHN_LORESERVE) | (raw.st_shndx == SHN_ABS)  # SHN_ABS allowed
-        if raw.label_sections is not None and raw.st_other is not None and len(raw.label_sections):
-            vis = raw.st_other & 0x3
-            shndx = raw.st_shndx.astype(np.int64)
-            in_range = shndx < len(raw.label_sections)
-            label = (stt == STT_NOTYPE) & (raw.st_name != 0) & (shndx != SHN_UNDEF) & in_range & (vis != STV_HIDDEN) & (vis != STV_INTERNAL)
-            kind = raw.label_sections[np.where(in_range, shndx, 0)]
-            # code labels; data labels go with data objects (``include_objects``)
-            label &= (kind == 1) | ((kind == 2) & include_objects)
-            want |= label
-        want &= raw.st_value != 0
-        strtab = np.frombuffer(raw.strtab, dtype=np.uint8) if raw.strtab else np.zeros(1, np.uint8)
-        name_off = raw.st_name
-        valid_name = name_off < len(strtab)
-        want &= valid_name
-        sel = np.flatnonzero(want)
-        # ARM mapping symbols ($a, $t, $d, $x) are not functions (perf skips "$" names)
-        if len(sel):
-            sel = sel[strtab[name_off[sel]] != ord("$")]
-        value = raw.st_value[sel]
-        size = raw.st_size[sel]
-        b = bind[sel]
-        off = name_off[sel]
-        nul = np.flatnonzero(strtab == 0)
-        if len(nul) == 0 or nul[-1] != len(strtab) - 1:
-            nul = np.append(nul, len(strtab))
-        name_len = nul[np.searchsorted(nul, off)] - off
-        under = np.zeros(len(off), dtype=np.int64)
-        for k in range(3):
-            pos = np.minimum(off + k, len(strtab) - 1)
-            still = (under == k) & (strtab[pos] == ord("_")) & (name_len > k)
-            under += still
-        # sort by address, then best-first by perf's preferences; keep the first per address
-        keys = (-name_len, under, -(b == STB_GLOBAL).astype(np.int8),
-                (b == STB_WEAK).astype(np.int8), -(size > 0).astype(np.int8), value)
-        order = np.lexsort(keys)
-        value, size, off = value[order], size[order], off[order]
-        if len(value) > 1:
-            keep = np.ones(len(value), dtype=bool)
-            keep[1:] = value[1:] != value[:-1]
-            value, size, off = value[keep], size[keep], off[keep]
-        ends = _ends(value, size, True, None)
+        value, ends, offs, _ = elf_columns(raw, include_objects)
         blob = raw.strtab
-        offs = off
 
         def name_of(i: int) -> str:
             o = int(offs[i])
@@ -161,6 +113,63 @@ class SymbolTable:
             return blob[o:e if e >= 0 else len(blob)].decode("utf-8", "replace")
 
         return cls(value, ends, name_of)
+
+
+def elf_columns(raw: RawSymbols, include_objects: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The symbols :meth:`SymbolTable.from_elf` keeps, sorted by address, as
+    columns: starts, ends, and where each name lies in ``raw.strtab`` (offset,
+    and length up to its NUL)."""
+    stt = raw.st_info & 0xF
+    bind = raw.st_info >> 4
+    want = (stt == STT_FUNC) | (stt == STT_GNU_IFUNC)
+    if include_objects:
+        want |= stt == STT_OBJECT
+    want &= raw.st_shndx != SHN_UNDEF
+    want &= (raw.st_shndx < SHN_LORESERVE) | (raw.st_shndx == SHN_ABS)  # SHN_ABS allowed
+    if raw.label_sections is not None and raw.st_other is not None and len(raw.label_sections):
+        vis = raw.st_other & 0x3
+        shndx = raw.st_shndx.astype(np.int64)
+        in_range = shndx < len(raw.label_sections)
+        label = (stt == STT_NOTYPE) & (raw.st_name != 0) & (shndx != SHN_UNDEF) & in_range & (vis != STV_HIDDEN) & (vis != STV_INTERNAL)
+        kind = raw.label_sections[np.where(in_range, shndx, 0)]
+        # code labels; data labels go with data objects (``include_objects``)
+        label &= (kind == 1) | ((kind == 2) & include_objects)
+        want |= label
+    want &= raw.st_value != 0
+    strtab = np.frombuffer(raw.strtab, dtype=np.uint8) if raw.strtab else np.zeros(1, np.uint8)
+    name_off = raw.st_name
+    valid_name = name_off < len(strtab)
+    want &= valid_name
+    sel = np.flatnonzero(want)
+    # ARM mapping symbols ($a, $t, $d, $x) are not functions (perf skips "$" names)
+    if len(sel):
+        sel = sel[strtab[name_off[sel]] != ord("$")]
+    value = raw.st_value[sel]
+    size = raw.st_size[sel]
+    b = bind[sel]
+    off = name_off[sel]
+    nul = np.flatnonzero(strtab == 0)
+    if len(nul) == 0 or nul[-1] != len(strtab) - 1:
+        nul = np.append(nul, len(strtab))
+    name_len = nul[np.searchsorted(nul, off)] - off
+    under = np.zeros(len(off), dtype=np.int64)
+    for k in range(3):
+        pos = np.minimum(off + k, len(strtab) - 1)
+        still = (under == k) & (strtab[pos] == ord("_")) & (name_len > k)
+        under += still
+    # sort by address, then best-first by perf's preferences; keep the first per address
+    keys = (-name_len, under, -(b == STB_GLOBAL).astype(np.int8),
+            (b == STB_WEAK).astype(np.int8), -(size > 0).astype(np.int8), value)
+    order = np.lexsort(keys)
+    value, size, off = value[order], size[order], off[order]
+    name_len = name_len[order]
+    if len(value) > 1:
+        keep = np.ones(len(value), dtype=bool)
+        keep[1:] = value[1:] != value[:-1]
+        value, size, off, name_len = value[keep], size[keep], off[keep], name_len[keep]
+    ends = _ends(value, size, True, None)
+    return value, ends, off, name_len
 
 
 def _ends(starts: np.ndarray, sizes: np.ndarray, fixup_end: bool, limit: int | None) -> np.ndarray:
