@@ -73,7 +73,11 @@ def _code_identity() -> tuple:
 
 def elf_key(path: str, symfile: str, section: str, how: str, include_objects: bool) -> tuple[str, bytes] | None:
     """``(file name, key)`` of the entry for ``path``'s symbols read from
-    ``symfile``; None when a stat fails."""
+    ``symfile``; None when a stat fails or nothing is kept (``PMUSCOPE_CACHE_DIR`` empty)."""
+    from ..system.cache import cache_dir
+
+    if cache_dir() is None:
+        return None
     rt = _identity(path)
     sf = rt if symfile == path else _identity(symfile)
     if rt is None or sf is None:
@@ -118,7 +122,7 @@ def _decode(data: bytes, key: bytes) -> SymbolTable | None:
     ends = np.frombuffer(data, "<u8", n, body + 8 * n).astype(np.uint64, copy=False)
     at = np.frombuffer(data, "<u4", n + 1, body + 16 * n).astype(np.uint32, copy=False)
     names = body + 16 * n + 4 * (n + 1)
-    if n and (int(at[-1]) != blen or (at[1:] < at[:-1]).any()):
+    if int(at[0]) != 0 or int(at[-1]) != blen or (at[1:] < at[:-1]).any():
         return None
 
     def name_of(i: int) -> str:

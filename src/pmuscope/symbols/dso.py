@@ -272,13 +272,7 @@ def _elf_dso(path: str, elf: ElfFile, build_id: str | None, found: tuple[ElfFile
             raw = _with_plt(raw, elf)
             starts, ends, offs, lens = elf_columns(raw, include_objects)
             blob = raw.strtab
-
-            def name_of(i: int) -> str:
-                o = int(offs[i])
-                e = blob.find(b"\0", o)
-                return blob[o:e if e >= 0 else len(blob)].decode("utf-8", "replace")
-
-            table = SymbolTable(starts, ends, name_of)
+            table = SymbolTable.from_strtab(starts, ends, offs, blob)
             # kept only when the files did not change while they were read
             if entry is not None and (kept is not True or entry == _symcache.elf_key(
                     path, symfile.path, section, how, include_objects)):

@@ -105,14 +105,18 @@ class SymbolTable:
         fewer leading underscores, longer name), zero sizes fixed up to the
         next symbol (``symbols__fixup_end``)."""
         value, ends, offs, _ = elf_columns(raw, include_objects)
-        blob = raw.strtab
+        return cls.from_strtab(value, ends, offs, raw.strtab)
 
+    @classmethod
+    def from_strtab(cls, starts: np.ndarray, ends: np.ndarray, offs: np.ndarray, blob: bytes) -> "SymbolTable":
+        """The table of sorted ``starts``/``ends`` whose names are the
+        NUL-terminated strings at ``offs`` in ``blob`` (an ELF string table)."""
         def name_of(i: int) -> str:
             o = int(offs[i])
             e = blob.find(b"\0", o)
             return blob[o:e if e >= 0 else len(blob)].decode("utf-8", "replace")
 
-        return cls(value, ends, name_of)
+        return cls(starts, ends, name_of)
 
 
 def elf_columns(raw: RawSymbols, include_objects: bool = False
