@@ -415,3 +415,16 @@ def test_the_test_session_keeps_nothing_in_the_users_cache():
     home = os.path.join(os.path.expanduser("~"), ".cache")
     d = cache_dir()
     assert d is None or not os.path.realpath(d).startswith(os.path.realpath(home) + os.sep)
+
+
+def test_vdso_image_found_without_the_maps_is_the_mapping(tmp_path):
+    from pmuscope.symbols.symbolizer import vdso_image
+
+    image = _vdso_image()
+    if image is None:
+        pytest.skip("no [vdso] mapping in this process")
+    assert vdso_image() == image  # the whole [vdso] mapping, byte for byte
+    assert vdso_image(str(tmp_path)) is None  # no auxv there: the caller reads the maps
+    (tmp_path / "self").mkdir()
+    (tmp_path / "self" / "auxv").write_bytes(bytes(16))
+    assert vdso_image(str(tmp_path)) is None

@@ -12,6 +12,7 @@ per run, and each name is demangled once.
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -44,6 +45,53 @@ def module_dso_name(path: str) -> str | None:
         if base.endswith(ext) and len(base) > len(ext):
             return "[" + base[:-len(ext)].replace("-", "_") + "]"
     return None
+
+
+_AT_SYSINFO_EHDR = 33
+_PAGE = 4096
+
+
+def vdso_image(procfs_root: str = "/proc") -> bytes | None:
+    """The vdso of this process, found without reading its maps (a few
+    hundred lines once numpy is loaded): its address from the auxiliary
+    vector (``AT_SYSINFO_EHDR``), its size from its ELF header (up to the end
+    of its section headers, rounded up to a page: the whole mapping), read
+    through ``PROCFS_ROOT/self/mem`` (a short read, never a fault, if that
+    were wrong). None when any of it is unavailable (the caller then takes
+    the ``[vdso]`` mapping from the maps)."""
+    import struct
+
+    try:
+        with open(os.path.join(procfs_root, "self", "auxv"), "rb") as f:
+            aux = f.read()
+        base = 0
+        for t, v in struct.iter_unpack("@LL", aux[:len(aux) - len(aux) % struct.calcsize("@LL")]):
+            if t == _AT_SYSINFO_EHDR:
+                base = v
+                break
+            if t == 0:
+                break
+        if not base:
+            return None
+        with open(os.path.join(procfs_root, "self", "mem"), "rb", buffering=0) as f:
+            head = os.pread(f.fileno(), 64, base)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            order = "<" if head[5] == 1 else ">"
+            if head[4] == 2:
+                phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
+                phent, phnum, shent, shnum = struct.unpack_from(order + "HHHH", head, 54)
+            else:
+                phoff, shoff = struct.unpack_from(order + "II", head, 28)
+                phent, phnum, shent, shnum = struct.unpack_from(order + "HHHH", head, 42)
+            end = max(shoff + shent * shnum if shoff else 0, phoff + phent * phnum)
+            size = (end + _PAGE - 1) // _PAGE * _PAGE
+            if not shoff or not 0 < size <= 1 << 20:
+                return None
+            image = os.pread(f.fileno(), size, base)
+        return image if len(image) == size else None
+    except (OSError, ValueError, struct.error):
+        return None
 
 
 class Resolved(Plain):
@@ -207,11 +255,14 @@ class Symbolizer:
             return self._vdso
         self._vdso = None
         try:
-            space = AddressSpace.from_proc_maps("self", self.procfs_root)
-            m = next((x for x in space if x.filename == "[vdso]"), None)
-            if m is None:
-                return None
-            self._vdso = load_elf_image(ctypes.string_at(m.start, m.len), "[vdso]")
+            image = vdso_image(self.procfs_root)
+            if image is None:
+                space = AddressSpace.from_proc_maps("self", self.procfs_root)
+                m = next((x for x in space if x.filename == "[vdso]"), None)
+                if m is None:
+                    return None
+                image = ctypes.string_at(m.start, m.len)
+            self._vdso = load_elf_image(image, "[vdso]")
         except (OSError, FormatError, ProcessGoneError, ValueError):
             self._vdso = None
         return self._vdso
