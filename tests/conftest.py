@@ -94,6 +94,22 @@ def requires_hardware_pmu():
 
 
 @pytest.fixture
+def jit_maps_in(monkeypatch):
+    """``jit_maps_in(folder)``: ``perf-PID.map`` files (JIT symbols, which perf
+    and pmuscope look for in /tmp) are looked up in ``folder`` for the rest of
+    the test, so a test's own maps are found and nobody else's."""
+    from pmuscope.symbols.perfmap import PerfMap
+
+    for_pid = PerfMap.for_pid.__func__
+
+    def point(folder) -> None:
+        monkeypatch.setattr(PerfMap, "for_pid",
+                            classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid, str(folder))))
+
+    return point
+
+
+@pytest.fixture
 def perf_bin() -> str:
     path = shutil.which("perf")
     if not path:

@@ -27,7 +27,6 @@ from pmuscope.profile import build_profile, build_report, format_report, report_
 from pmuscope.profile.callchain import CallGraphParams, parse_call_graph
 from pmuscope.records import AttrTable, RecordSource
 from pmuscope.symbols import KernelSymbols, Symbolizer
-from pmuscope.symbols.perfmap import PerfMap
 
 S = abi.PerfSample
 ST = S.IP | S.TID | S.TIME | S.CPU | S.PERIOD
@@ -463,11 +462,10 @@ def test_parse_call_graph_errors(text, msg):
 
 # --- the command line -------------------------------------------------------------------
 @pytest.fixture()
-def data_file(tmp_path, monkeypatch):
+def data_file(tmp_path, jit_maps_in):
     # the command looks for the JIT map in /tmp; point it at this test's own copy
     (tmp_path / f"perf-{PID}.map").write_text(PERF_MAP)
-    for_pid = PerfMap.for_pid.__func__
-    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid, str(tmp_path))))
+    jit_maps_in(tmp_path)
     path = tmp_path / "syn.data"
     with PerfDataWriter(path, [(_attr(), [], "cpu-clock")], host=False) as w:
         w.write(b"".join(_records()))

@@ -117,25 +117,23 @@ def recording(tmp_path_factory):
     return path, str(folder)
 
 
-def _ours(capsys, monkeypatch, recording, options):
+def _ours(capsys, jit_maps_in, recording, options):
     from pmuscope.cli.main import main
-    from pmuscope.symbols.perfmap import PerfMap
 
     path, folder = recording
-    for_pid = PerfMap.for_pid.__func__
-    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid, folder)))
+    jit_maps_in(folder)
     assert main(["report", "--stdio", *options.split(), "-i", path]) == 0
     return capsys.readouterr().out
 
 
 @pytest.mark.parametrize("options", OPTIONS)
-def test_text_is_perfs(capsys, monkeypatch, recording, options):
-    assert body(_ours(capsys, monkeypatch, recording, options)) == expected()[options]
+def test_text_is_perfs(capsys, jit_maps_in, recording, options):
+    assert body(_ours(capsys, jit_maps_in, recording, options)) == expected()[options]
 
 
-def test_no_group_is_a_table_per_event(capsys, monkeypatch, recording):
+def test_no_group_is_a_table_per_event(capsys, jit_maps_in, recording):
     """--no-group: the members' own tables, the member's Children view with its call graphs."""
-    text = _ours(capsys, monkeypatch, recording, "--no-group")
+    text = _ours(capsys, jit_maps_in, recording, "--no-group")
     assert re.findall(r"^# Samples: \S+ +of events? '([^']+)'", text, flags=re.M) == ["cpu-clock", "page-faults"]
     member = text.split("of event 'page-faults'")[1]
     assert re.search(r"^\s+\d+\.\d+%\s+\d+\.\d+%\s+worker\s+\[JIT\] tid 5151\s+\[\.\] fault$", member, flags=re.M)

@@ -96,33 +96,29 @@ def recording(tmp_path_factory):
     return path, str(folder)
 
 
-def _ours(capsys, monkeypatch, recording, sort):
+def _ours(capsys, jit_maps_in, recording, sort):
     from pmuscope.cli.main import main
-    from pmuscope.symbols.perfmap import PerfMap
 
     path, folder = recording
-    for_pid = PerfMap.for_pid.__func__
-    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid, folder)))
+    jit_maps_in(folder)
     assert main(["report", "--stdio", "--sort", sort, "-i", path]) == 0
     return capsys.readouterr().out
 
 
 @pytest.mark.parametrize("sort", SORTS)
-def test_text_is_perfs(capsys, monkeypatch, recording, sort):
-    assert body(_ours(capsys, monkeypatch, recording, sort)) == expected()[sort]
+def test_text_is_perfs(capsys, jit_maps_in, recording, sort):
+    assert body(_ours(capsys, jit_maps_in, recording, sort)) == expected()[sort]
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
-def test_json_rows_in_perfs_order(capsys, monkeypatch, recording, native):
+def test_json_rows_in_perfs_order(capsys, monkeypatch, jit_maps_in, recording, native):
     import json
 
     monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)
     from pmuscope.cli.main import main
-    from pmuscope.symbols.perfmap import PerfMap
 
     path, folder = recording
-    for_pid = PerfMap.for_pid.__func__
-    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid, folder)))
+    jit_maps_in(folder)
     assert main(["report", "--json", "-i", path]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     text = expected()["comm,dso,sym"]
@@ -223,14 +219,11 @@ def _depth_file(folder: str) -> str:
     ("-g callee", ["main", "alpha", "delta", "beta", "gamma"]),
     ("-g none", ["alpha", "main", "delta", "gamma", "beta"]),
 ])
-def test_children_ties_like_perf(tmp_path, capsys, monkeypatch, opts, want):
+def test_children_ties_like_perf(tmp_path, capsys, jit_maps_in, opts, want):
     from pmuscope.cli.main import main
-    from pmuscope.symbols.perfmap import PerfMap
 
     path = _depth_file(str(tmp_path))
-    for_pid = PerfMap.for_pid.__func__
-    monkeypatch.setattr(PerfMap, "for_pid", classmethod(lambda cls, pid, tmp_dir="/tmp": for_pid(cls, pid,
-                                                                                                 str(tmp_path))))
+    jit_maps_in(tmp_path)
     assert main(["report", "--stdio", "--sort", "comm,sym", *opts.split(), "-i", path]) == 0
     rows = [ln.split()[-1] for ln in capsys.readouterr().out.splitlines() if re.match(r"^ +\d+\.\d\d% +\d", ln)]
     assert rows == want

@@ -315,16 +315,28 @@ def _lite_report(args: argparse.Namespace, sort: tuple[str, ...], *, strict: boo
         return None
     if _interactive(args):
         return None
+    return run_lite(args, lambda **filters: lite.report(
+        args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
+        percent_limit=args.percent_limit, **filters), strict=strict)
+
+
+def run_lite(args: argparse.Namespace, call, *, strict: bool = False):
+    """``call(**subset filters)`` of the numpy-free path (report's or script's),
+    or None when that path declines: its own ``Decline``, a filter the numpy
+    path reports (it does, where it always has), or anything unusual such as
+    a damaged file (the numpy path reads it). ``strict`` (tests): an error
+    other than ``Decline`` is raised."""
+    from ..profile import lite
+
     try:
         filters = subset_filters(args)
     except errors.PmuscopeError:
-        return None  # the numpy path reports it where it always has
+        return None
     try:
-        return lite.report(args.input, sort=sort, as_json=args.json, show_samples=args.show_nr_samples,
-                           percent_limit=args.percent_limit, **filters)
+        return call(**filters)
     except lite.Decline:
         return None
-    except Exception:  # noqa: BLE001 - anything unusual (a damaged file ...): the numpy path reads it
+    except Exception:  # noqa: BLE001
         if strict:
             raise
         return None

@@ -78,20 +78,9 @@ def _lite_script(args: argparse.Namespace, fields, *, strict: bool = False) -> b
     if args.itrace or args.input == "-" or args.max_stack is not None or args.ns or args.reltime or \
             args.deltatime or args.header or args.header_only:
         return None
-    from .report_cmd import subset_filters
+    from .report_cmd import run_lite
 
-    try:
-        filters = subset_filters(args)
-    except errors.PmuscopeError:
-        return None  # the numpy path reports it where it always has
-    try:
-        return lite.script(args.input, fields, **filters)
-    except lite.Decline:
-        return None
-    except Exception:  # noqa: BLE001 - anything unusual (a damaged file ...): the numpy path reads it
-        if strict:
-            raise
-        return None
+    return run_lite(args, lambda **filters: lite.script(args.input, fields, **filters), strict=strict)
 
 
 def run(args: argparse.Namespace) -> int:
