@@ -129,6 +129,9 @@ def main() -> int:
     if args.before_src:
         benv = dict(env, PYTHONPATH=os.path.abspath(args.before_src))
         benv["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache-before")
+        # its own cache directory: two versions whose kept kallsyms/ELF tables differ in
+        # format would otherwise replace each other's on every run (and parse every time)
+        benv["PMUSCOPE_CACHE_DIR"] = os.path.join(tmp, "cache-before")
         for f in files:
             timed(pm + ["script", "-G", "-i", f], benv)
     print(f"{'file':<22} {'samples':>9} {'case':<14} {'perf s':>7} {'ours s':>7} {'time':>6} "

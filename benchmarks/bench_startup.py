@@ -183,7 +183,11 @@ def main() -> int:
     pm = pmuscope_cmd()
     # without site: the standard library and site-packages (numpy) still importable
     env_s = dict(env)
-    env_s["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), sysconfig.get_path("purelib")) if p)
+    # (and pmuscope itself: an editable install is found through a .pth file, which -S skips)
+    import pmuscope
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(pmuscope.__file__)))
+    env_s["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), sysconfig.get_path("purelib"), here) if p)
     stat = ["stat", "-e", "task-clock", "--", "true"]
     cases: list[tuple[str, list[str], dict[str, str], str | None]] = [
         ("python3 -c pass", [py, "-c", "pass"], env, None),
@@ -203,6 +207,9 @@ def main() -> int:
         env_c["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.abspath(args.compare), env.get("PYTHONPATH")) if p)
         if "PYTHONPYCACHEPREFIX" in env:
             env_c["PYTHONPYCACHEPREFIX"] = env["PYTHONPYCACHEPREFIX"] + "-compare"
+        # its own cache directory: kept kallsyms/ELF tables of another format would be
+        # replaced by each tree in turn (and parsed on every run)
+        env_c["PMUSCOPE_CACHE_DIR"] = os.path.join(tmp, "cache-compare")
         with_c = []
         for case in cases:
             with_c.append(case)
