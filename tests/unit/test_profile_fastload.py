@@ -111,7 +111,7 @@ def test_core_kernel_table_is_kept_for_the_boot(tmp_path, monkeypatch):
     root = _procfs(tmp_path)
     first = load_kernel_symbols(root)
     kept = list((tmp_path / "cache").iterdir())
-    assert [p.name for p in kept] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
+    assert [p.name for p in kept] == [f"kallsyms{fl._FORMAT}-{BOOT}-{os.geteuid()}.bin"]
     assert oct(kept[0].stat().st_mode & 0o777) == "0o600"
     # the next run maps the kept table instead of parsing kallsyms (the ends too: working
     # them out again touched every page of the starts)
@@ -157,12 +157,18 @@ def test_kept_table_is_not_used_when_kallsyms_changed(tmp_path, monkeypatch):
 
 
 def test_kept_tables_of_earlier_boots_are_removed_and_no_boot_id_keeps_nothing(tmp_path, monkeypatch):
+    import pmuscope.profile._fastload as fl
+
     cache = tmp_path / "cache"
     monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(cache))
+    uid = os.geteuid()
     load_kernel_symbols(_procfs(tmp_path, boot="00000000-0000-0000-0000-000000000001"))
-    (cache / f"kallsyms-{BOOT}-{os.geteuid()}.bin.4242.tmp").write_bytes(b"half")  # its writer died
+    (cache / f"kallsyms2-00000000-0000-0000-0000-000000000001-{uid}.bin").write_bytes(b"an older format")
+    (cache / f"kallsyms{fl._FORMAT}-{BOOT}-{uid}.bin.4242.tmp").write_bytes(b"half")  # its writer died
+    other = cache / f"kallsyms{fl._FORMAT + 1}-{BOOT}-{uid}.bin"  # another version's table of this boot
+    other.write_bytes(b"kept")
     load_kernel_symbols(_procfs(tmp_path, boot=BOOT))
-    assert [p.name for p in cache.iterdir()] == [f"kallsyms-{BOOT}-{os.geteuid()}.bin"]
+    assert sorted(p.name for p in cache.iterdir()) == sorted([f"kallsyms{fl._FORMAT}-{BOOT}-{uid}.bin", other.name])
     empty = tmp_path / "empty"
     monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(empty))
     ks = load_kernel_symbols(_procfs(tmp_path / "x", boot=None))

@@ -232,11 +232,17 @@ def test_code_identity_is_part_of_the_key(bins, cache, monkeypatch):
     path = str(bins["demo_pie"])
     load_elf_dso(path, debug_root="/nonexistent")
     parsed = _parsed_count(monkeypatch)
+    mine = _symcache._code_identity()
     monkeypatch.setattr(_symcache, "_CODE", [("another parser",)])
     load_elf_dso(path, debug_root="/nonexistent")
     monkeypatch.setattr(_symcache, "FORMAT", _symcache.FORMAT + 1)
     load_elf_dso(path, debug_root="/nonexistent")
     assert parsed[0] == 2
+    # each version keeps its own entry: switching back parses nothing
+    monkeypatch.setattr(_symcache, "FORMAT", _symcache.FORMAT - 1)
+    monkeypatch.setattr(_symcache, "_CODE", [mine])
+    load_elf_dso(path, debug_root="/nonexistent")
+    assert parsed[0] == 2 and len(_entries(cache)) == 3
 
 
 # -- damaged, foreign and unwritable -------------------------------------------------------------

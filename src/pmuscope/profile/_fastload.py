@@ -325,7 +325,8 @@ class _CoreKernelSymbols(KernelSymbols):
 # --- the core kernel table cache -----------------------------------------------------
 
 _PAGE = 4096
-_MAGIC = b"PMKSYM03"
+_FORMAT = 3
+_MAGIC = b"PMKSYM%02d" % _FORMAT
 # magic, u64 symbols, u64 kallsyms bytes, u64 reserved; then the bounds (u64[n + 1]: each
 # symbol's start, the last one's end: the core table's symbols end where the next one
 # starts), the name offsets (u32[n] starts, u32[n] ends) and the kallsyms text
@@ -338,7 +339,9 @@ from ..system.cache import boot_id as _boot_id, cache_dir  # noqa: E402
 
 def _cache_path(boot: str) -> str | None:
     d = cache_dir()
-    return os.path.join(d, f"kallsyms-{boot}-{os.geteuid()}.bin") if d else None
+    # the format in the name: two pmuscope versions on one machine (a venv and a pipx
+    # install) keep a table each instead of replacing each other's on every run
+    return os.path.join(d, f"kallsyms{_FORMAT}-{boot}-{os.geteuid()}.bin") if d else None
 
 
 def _cache_load(boot: str, first: bytes) -> SymbolTable | None:
@@ -399,11 +402,12 @@ def _cache_store(boot: str, data: bytes, table: SymbolTable, name_at: np.ndarray
     bounds = np.empty(n + 1, dtype=np.uint64)
     bounds[:n] = table.starts
     bounds[n] = table.ends[-1]
-    # tables of earlier boots are never valid again, nor half-written ones (a
-    # process that exited while its loader thread was writing)
+    # tables of earlier boots (of any format) are never valid again, nor half-written
+    # ones of this format (a process that exited while its loader thread was writing)
     suffix = f"-{os.geteuid()}.bin"
     store(path, [head, bounds.tobytes(), np.ascontiguousarray(name_at, dtype=np.uint32).tobytes(), data],
-          lambda name: name.startswith("kallsyms-") and suffix in name)
+          lambda name: name.startswith("kallsyms") and suffix in name and
+          (boot not in name or name.startswith(f"kallsyms{_FORMAT}-")))
 
 
 def _hex_fields(data: bytes, starts: np.ndarray) -> np.ndarray | None:

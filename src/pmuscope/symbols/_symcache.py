@@ -17,7 +17,8 @@ Layout (little-endian; ``n`` symbols)::
     magic "PMELFS01", u64 n, u64 key bytes, u64 name bytes, u32 crc32 of the rest, u32 0
     key (padded to 8), starts u64[n], ends u64[n], name offsets u32[n + 1], names
 
-Bounds: one file per (real path, ``include_objects``), so a rebuilt or
+Bounds: one file per (real path, ``include_objects``, format and parser:
+two pmuscope versions on one machine keep an entry each), so a rebuilt or
 upgraded library replaces its own entry; at most :data:`MAX_FILES` entries
 and :data:`MAX_BYTES` in all (the oldest written go first). Everything is best
 effort: an unreadable, damaged or foreign entry is parsed again (and
@@ -83,7 +84,9 @@ def elf_key(path: str, symfile: str, section: str, how: str, include_objects: bo
     if rt is None or sf is None:
         return None
     key = repr((FORMAT, _code_identity(), rt, sf, section, how, bool(include_objects))).encode()
-    tag = repr((rt[0], bool(include_objects))).encode()
+    # the parser's identity in the name too: two pmuscope versions on one machine keep an
+    # entry each instead of replacing each other's on every run
+    tag = repr((rt[0], bool(include_objects), FORMAT, _code_identity())).encode()
     return f"elf-{zlib.crc32(tag):08x}{zlib.adler32(tag):08x}-{int(bool(include_objects))}", key
 
 
