@@ -411,7 +411,7 @@ def test_symbolizer_resolves_the_vdso_without_a_temporary_file(cache, monkeypatc
     if _vdso_image() is None:
         pytest.skip("no [vdso] mapping in this process")
     monkeypatch.setattr("tempfile.NamedTemporaryFile", lambda *a, **k: pytest.fail("temporary file"))
-    d = Symbolizer(kernel=False)._vdso_dso()
+    d = Symbolizer(kernel=False).vdso_dso()
     assert d is not None and d.path == "[vdso]" and any(n.startswith("__vdso_") for n in d.table.names())
 
 

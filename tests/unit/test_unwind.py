@@ -607,3 +607,29 @@ def test_aarch64_signed_return_addresses():
         u.modules = lambda space: mods
         chains, why = batch.unwind_batch(u, [object()], R, masks, S, dyn, native=native)
         assert chains == [[0x1008, 0x120F]] and why == [None], native
+
+
+def test_vdso_cfi_is_the_symbolizers_image_of_it(tmp_path):
+    """The unwinder takes the vdso's CFI from the image the symbolizer read
+    (no temporary file, no maps): the same tables as the mapping copied to
+    a file and opened, and the same link-time address of its first byte."""
+    import ctypes
+
+    import numpy as np
+
+    from pmuscope.symbols import AddressSpace, ElfFile, Symbolizer
+    from pmuscope.unwind.unwinder import _vdso_cfi
+
+    m = next((x for x in AddressSpace.from_proc_maps("self") if x.filename == "[vdso]"), None)
+    if m is None:
+        pytest.skip("this process has no [vdso] mapping")
+    path = tmp_path / "vdso.so"
+    path.write_bytes(ctypes.string_at(m.start, m.len))
+    elf = ElfFile.open(str(path))
+    ref = CfiTable.from_elf(elf)
+    cfi, off0 = _vdso_cfi(Symbolizer(kernel=False))
+    assert off0 == int(elf.offset_to_vaddr(np.array([0], np.uint64))[0])
+    assert len(cfi.sections) == len(ref.sections) > 0
+    for a, b in zip(cfi.sections, ref.sections):
+        assert (a.data, a.addr, a.is_eh) == (b.data, b.addr, b.is_eh)
+        assert list(a.begin) == list(b.begin) and list(a.end) == list(b.end)

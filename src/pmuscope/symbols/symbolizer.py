@@ -248,9 +248,10 @@ class Symbolizer:
             self._perf_maps[pid] = pm if pm.exists() else None
         return self._perf_maps[pid]
 
-    def _vdso_dso(self):
+    def vdso_dso(self):
         """The vdso image of the running kernel, copied from this process's own
-        memory (perf does the same: the vdso is one image per kernel)."""
+        memory (perf does the same: the vdso is one image per kernel), parsed
+        once: its symbols, and its CFI for the DWARF unwinder."""
         if self._vdso is not False:
             return self._vdso
         self._vdso = None
@@ -455,7 +456,7 @@ class Symbolizer:
             return
         fileoff = addrs - np.uint64(m.start) + np.uint64(m.pgoff)
         if m.filename == "[vdso]" and self.vdso:
-            vd = self._vdso_dso()
+            vd = self.vdso_dso()
             if vd is not None:
                 self._lookup_into(vd.table, self.dso_id("[vdso]"), vd.file_offset_to_vaddr(
                     addrs - np.uint64(m.start)), sel, udso, usym, uoff)

@@ -168,7 +168,7 @@ class Unwinder:
                 return None, 0
             got = self._cfi_of.get(("[vdso]",))
             if got is None:
-                got = self._cfi_of[("[vdso]",)] = _vdso_cfi(sym.procfs_root)
+                got = self._cfi_of[("[vdso]",)] = _vdso_cfi(sym)
             cfi, off0 = got
             if cfi is None:
                 return None, 0
@@ -362,31 +362,16 @@ class Unwinder:
         return new
 
 
-def _vdso_cfi(procfs_root: str = "/proc") -> tuple[CfiTable | None, int]:
+def _vdso_cfi(sym) -> tuple[CfiTable | None, int]:
     """CFI of the running kernel's vdso (one image per kernel, as perf
-    assumes), copied from this process's memory; and the link-time address
-    of its first byte."""
-    import ctypes
-    import tempfile
-
-    from ..symbols import AddressSpace
-
+    assumes): the image the symbolizer read from this process's memory
+    (``Symbolizer.vdso_dso``); and the link-time address of its first byte."""
     try:
-        space = AddressSpace.from_proc_maps("self", procfs_root)
-        m = next((x for x in space if x.filename == "[vdso]"), None)
-        if m is None:
+        dso = sym.vdso_dso()
+        if dso is None or dso.elf is None:
             return None, 0
-        image = ctypes.string_at(m.start, m.len)
-        fd, path = tempfile.mkstemp(prefix="pmuscope-vdso-", suffix=".so")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(image)
-            elf = ElfFile.open(path)
-            cfi = CfiTable.from_elf(elf)  # reads the sections now
-            off0 = int(elf.offset_to_vaddr(np.array([0], np.uint64))[0])
-        finally:
-            os.unlink(path)
-        return cfi, off0
+        cfi = CfiTable.from_elf(dso.elf)  # reads the sections now
+        return cfi, int(dso.elf.offset_to_vaddr(np.array([0], np.uint64))[0])
     except Exception:  # no vdso to read: its frames are stepped without CFI
         return None, 0
 
