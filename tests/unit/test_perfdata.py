@@ -418,3 +418,20 @@ def test_elf_build_id_of_python():
     bid = elf_build_id(os.path.realpath(sys.executable))
     assert bid is None or len(bid) == 20
     assert elf_build_id(__file__) is None
+
+
+def test_input_size_is_a_regular_files_size(tmp_path):
+    """What the readers size their chunks by: the bytes of a regular file,
+    opened by path or handed over open; nothing for bytes or a stream."""
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "perfdata", "perf-g-small.data")
+    size = os.path.getsize(path)
+    with PerfDataFile(path) as pf:
+        assert pf.input_size == size
+    with open(path, "rb") as f, PerfDataFile(f) as pf:
+        assert pf.input_size == size
+    with open(path, "rb") as f:
+        data = f.read()
+    with PerfDataFile(data) as pf:
+        assert pf.input_size is None
+    with PerfDataFile(io.BytesIO(data)) as pf:
+        assert pf.input_size is None

@@ -241,6 +241,9 @@ class PerfDataFile:
         self.feature_errors: dict[int, FormatError] = {}
         #: strict=False: the FormatError that ended the data early, else None
         self.data_error: FormatError | None = None
+        #: bytes of the input when it is a regular file (a pipe-mode copy, a compressed
+        #: file: what the readers size their chunks by), else None (a pipe, stdin, bytes)
+        self.input_size: int | None = None
         self._file = None
         self._dir_files: list[str] = []
         self._dir_maps: list = []
@@ -297,6 +300,8 @@ class PerfDataFile:
             regular = st.st_mode & 0o170000 == 0o100000
         except (AttributeError, OSError, io.UnsupportedOperation):
             regular, st = False, None
+        if regular:
+            self.input_size = st.st_size
         if regular and st.st_size > 0:
             self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
             self._buf = memoryview(self._mmap)

@@ -487,19 +487,6 @@ _FINISHED_ROUND = 68
 _THROTTLE, _UNTHROTTLE, _LOST, _LOST_SAMPLES = 5, 6, 2, 13
 
 
-def _input_size(pf) -> int | None:
-    """Bytes of the recording ``pf`` reads when it is a regular file (a pipe-mode
-    copy, a compressed file), else None (a pipe, stdin, bytes)."""
-    f = getattr(pf, "_file", None)
-    try:
-        st = os.fstat(f.fileno())
-    except (AttributeError, OSError, ValueError):
-        return None
-    import stat
-
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
-
-
 def round_safe(attrs) -> bool:
     """Whether :class:`RoundSource` may stand in for ``RecordSource``: every
     sample carries PERF_SAMPLE_TIME and every side-band record its time in the
@@ -523,7 +510,7 @@ def profile_source(pf, path: str | None = None, *, callchains: bool = True):
     table = AttrTable([(a.attr, a.ids) for a in pf.attrs], names=[a.name for a in pf.attrs])
     chunks = plain_data_chunks(pf, path) if path is not None and path != "-" else None
     if chunks is None:
-        chunks = pf.raw_chunks(max_bytes=chunk_bytes(_input_size(pf)), ordered=pf.directory_format,
+        chunks = pf.raw_chunks(max_bytes=chunk_bytes(pf.input_size), ordered=pf.directory_format,
                                release=True)  # as PerfDataFile.records()
     from ..progress import enabled, track_chunks
 
