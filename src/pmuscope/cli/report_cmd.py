@@ -260,12 +260,12 @@ def call_graph_params(args: argparse.Namespace):
     return params, explicit
 
 
-def unwind_note(prof, command: str) -> None:
+def unwind_note(st, command: str) -> None:
     """One stderr line when dwarf user stacks stopped early (a stack copy too
-    short, a pc without CFI ...): how many and why. Those chains end where the
+    short, a pc without CFI ...): how many and why, from a profile's
+    ``unwind_stats`` (None: nothing was unwound). Those chains end where the
     unwinding stopped (a short stack copy with perf's ``ffffffffffffffff
     [unknown]`` frame)."""
-    st = getattr(prof, "unwind_stats", None)
     if st is not None and st.truncated:
         print(f"pmuscope {command}: {st.summary()}", file=sys.stderr)
 
@@ -423,7 +423,7 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
         prof = load_profile(pf, kernel_symbols=ks, itrace=args.itrace)
     if explicit and not prof.has_callchain:
         raise errors.PmuscopeError(f"-g: {args.input} has no call chains; record with -g (or leave -g out)")
-    unwind_note(prof, "report")
+    unwind_note(prof.unwind_stats, "report")
     if prof.count is None:
         prof = _select(prof, args, entries, whole)
     if args.html:
@@ -497,9 +497,9 @@ def _group_reports(prof, sort, groups, kw, *, children: bool = False) -> list:
     member = {e for g in groups for e in g.members}
     whole = kw.get("whole") or {}
 
-    def table(e: int, *, member: bool = False):
+    def table(e: int, *, leader: bool = True):
         opts = dict(kw, whole=whole.get(e))
-        if member:  # a member's rows only give their percentages: the call graphs are the leader's
+        if not leader:  # a member's rows only give their percentages: the call graphs are the leader's
             opts.update(call_graph=None, percent_limit=0.0)
         return build_report(prof.filter(events=[e]), sort, event=prof.event_names[e], children=children,
                             tie_info=children, **opts)
@@ -508,7 +508,7 @@ def _group_reports(prof, sort, groups, kw, *, children: bool = False) -> list:
     for e in range(len(prof.event_names)):
         g = lead_of.get(e)
         if g is not None:
-            out.append(merge_group([table(m, member=k > 0) for k, m in enumerate(g.members)], g, prof.event_names,
+            out.append(merge_group([table(m, leader=k == 0) for k, m in enumerate(g.members)], g, prof.event_names,
                                    percent_limit=kw["percent_limit"], children=children))
         elif e not in member and e in present:
             out.append(table(e))

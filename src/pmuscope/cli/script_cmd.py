@@ -108,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, fields, source) -> int:
-    from types import SimpleNamespace
-
     _lazy.numpy(one_blas_thread=True)  # as the CLI imported it when every script took this path
 
     from ..profile.model import iter_profile_chunks, join_chunks
@@ -140,7 +138,7 @@ def _run(args: argparse.Namespace, fields, source) -> int:
     joined = named is None and bool(first.tp_formats) or reference
     if joined:  # perf's default fields for tracepoints depend on every sample's event: read them all first
         first = join_chunks([first, *chunks])
-        unwind_note(first, "script")
+        unwind_note(first.unwind_stats, "script")
     fmt = ScriptFormatter(fields, callchain=show_chain, ns=args.ns)
     sys.stdout.flush()
     write = sys.stdout.buffer.write
@@ -162,7 +160,7 @@ def _run(args: argparse.Namespace, fields, source) -> int:
         del prof
     sys.stdout.buffer.flush()
     if not joined:
-        unwind_note(SimpleNamespace(unwind_stats=stats), "script")
+        unwind_note(stats, "script")
     if disordered:
         print("pmuscope script: warning: samples older than some already printed came in a later round; "
               "printed in the order they came", file=sys.stderr)

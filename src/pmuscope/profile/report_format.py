@@ -98,6 +98,10 @@ class ReportRow(Plain):
     member_overheads: list[float] | None
     member_samples: list[int] | None
     member_children: list[float] | None
+    #: what perf compares entries of equal periods by, ``(thread id, chain depth or None,
+    #: key tuple)``: set by ``build_report(tie_info=True)`` for merging a group's members;
+    #: not a field (sort metadata, not part of the row's value)
+    tie: tuple | None = None
 
     def __init__(self, keys: dict[str, object], samples: int, period: float, overhead: float,
                  children: float | None = None, children_samples: int | None = None,

@@ -33,6 +33,7 @@ def might_hold_spe(pf) -> bool:
         return False
     return any(a.attr.type > PerfType.BREAKPOINT for a in pf.attrs)
 
+
 __all__ = [
     "SpePacket",
     "SpePacketType",
