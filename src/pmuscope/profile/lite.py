@@ -57,11 +57,10 @@ import warnings
 from bisect import bisect_left, bisect_right
 
 from ..kernel import abi
+# MAX_DATA_BYTES: files whose data section is larger go to the numpy path
+from . import LITE_MAX_DATA_BYTES as MAX_DATA_BYTES, lite_candidate
 from .report_format import (DEFAULT_SORT, Report, ReportRow, cpu_label, format_report, name_key, report_json,
                             short_dso_name, thread_label, thread_widths)
-
-#: files whose data section is larger go to the numpy path
-from . import LITE_MAX_DATA_BYTES as MAX_DATA_BYTES, lite_candidate  # noqa: E402
 
 R = abi.PerfRecord
 S = abi.PerfSample
@@ -689,14 +688,14 @@ def script(path: str, fields=None, **filters) -> bytes:
     space. :class:`Decline` for what the numpy path prints otherwise or
     refuses (tracepoints, ``trace``, ``symoff`` without ``sym``, ``cpu`` not
     recorded)."""
-    from .script_fields import FieldChanges
+    from .script_fields import FieldChanges, default_field_names
 
     r = resolve(path, **filters)
     if r.attr_type == abi.PERF_TYPE_TRACEPOINT:
         raise Decline("a tracepoint (other default fields, payloads)")
     has_cpu = bool(r.sample_type & S.CPU)
-    # default_fields of such a recording (TIME is always there: this path requires it)
-    base = ("comm", "tid", *(("cpu",) if has_cpu else ()), "time", "period", "event", "ip", "sym", "symoff", "dso")
+    # TIME is always there: this path requires it
+    base = default_field_names(has_cpu=has_cpu, has_time=True, tracepoints=False)
     fs = set(base if fields is None else fields.apply(base) if isinstance(fields, FieldChanges) else fields)
     if "trace" in fs or ("symoff" in fs and "sym" not in fs) or ("cpu" in fs and not has_cpu):
         raise Decline("fields the numpy path prints or refuses")

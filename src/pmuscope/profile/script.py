@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import PmuscopeError
 from .model import Profile, uniq, uniq_first
-from .script_fields import FIELDS, FieldChanges, parse_fields  # noqa: F401 - re-exported
+from .script_fields import FIELDS, FieldChanges, default_field_names, parse_fields  # noqa: F401 - re-exported
 
 try:
     from .. import _native  # type: ignore[attr-defined]
@@ -39,18 +39,11 @@ except ImportError:  # no C compiler at install time: the Python formatter serve
 
 
 def default_fields(p: Profile) -> tuple[str, ...]:
-    """perf script's default fields for what was recorded."""
-    f = ["comm", "tid"]
+    """perf script's default fields for what was recorded (tracepoints: when every
+    event present is one)."""
     present = set(uniq(p.event).tolist()) if len(p) else set()
-    tracepoints = bool(p.tp_formats) and present <= set(p.tp_formats)
-    if p.has_cpu:
-        f.append("cpu")
-    if p.has_time:
-        f.append("time")
-    if tracepoints:  # perf script's defaults for tracepoints: the payload, not the ip
-        return tuple(f + ["event", "trace"])
-    f += ["period", "event", "ip", "sym", "symoff", "dso"]
-    return tuple(f)
+    return default_field_names(has_cpu=p.has_cpu, has_time=p.has_time,
+                               tracepoints=bool(p.tp_formats) and present <= set(p.tp_formats))
 
 
 def native_script_available() -> bool:

@@ -11,6 +11,19 @@ from ..errors import PmuscopeError
 FIELDS = ("comm", "tid", "pid", "cpu", "time", "event", "ip", "sym", "dso", "period", "symoff", "trace")
 
 
+def default_field_names(*, has_cpu: bool, has_time: bool, tracepoints: bool) -> tuple[str, ...]:
+    """perf script's default fields for what was recorded: CPU and time when the
+    samples hold them; for tracepoints the payload instead of the ip."""
+    f = ["comm", "tid"]
+    if has_cpu:
+        f.append("cpu")
+    if has_time:
+        f.append("time")
+    if tracepoints:
+        return tuple(f + ["event", "trace"])
+    return tuple(f + ["period", "event", "ip", "sym", "symoff", "dso"])
+
+
 class FieldChanges(tuple):
     """``-F +period,-dso``: ``(("+", "period"), ("-", "dso"))``, changes to the
     default fields of what was recorded (perf's ``+``/``-`` form)."""
