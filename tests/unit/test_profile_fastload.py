@@ -124,6 +124,39 @@ def test_core_kernel_table_is_kept_for_the_boot(tmp_path, monkeypatch):
     assert list(again.tables) == [KERNEL_DSO]  # modules are read only when an address needs them
 
 
+def test_kept_table_closes_its_file_with_it(tmp_path, monkeypatch):
+    """The mapped table reads names through a descriptor it holds; the descriptor
+    is closed when the table goes (a library loading many profiles does not pile
+    up open files), and without a ResourceWarning."""
+    import gc
+    import warnings
+
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    load_kernel_symbols(root)  # writes the kept table
+    kept = str(next((tmp_path / "cache").iterdir()))
+
+    def open_on_kept() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += os.readlink(f"/proc/self/fd/{fd}") == kept
+            except OSError:
+                pass
+        return n
+
+    before = open_on_kept()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        again = load_kernel_symbols(root)
+        assert again.tables[KERNEL_DSO].name(0) == "_stext"
+        assert open_on_kept() > before  # the name reader's (and the map's own)
+        del again
+        gc.collect()
+        assert open_on_kept() == before
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
+
+
 def test_kept_table_reads_modules_when_an_address_is_outside_the_core(tmp_path, monkeypatch):
     monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     root = _procfs(tmp_path)

@@ -136,7 +136,9 @@ def write_recording(path: str, *, extra: str = "") -> None:
     102 renamed 'worker' later), real ELF files mapped in both, a vanished
     file, an overlapping mapping, samples of equal and unequal periods on two
     CPUs, records out of time order within their rounds. ``extra``: 'kernel'
-    (one kernel sample), 'anon' (a sample in anonymous memory), 'callchain'."""
+    (one kernel sample), 'anon' (a sample in anonymous memory), 'hugetlb' (a
+    sample in a file mapped with MAP_HUGETLB: perf maps its addresses to
+    themselves, as anonymous memory's), 'callchain'."""
     from pmuscope.kernel import abi
     from pmuscope.perfdata import synth
     from pmuscope.perfdata.writer import PerfDataWriter
@@ -200,6 +202,10 @@ def write_recording(path: str, *, extra: str = "") -> None:
     if extra == "anon":
         recs.append((4600, synth.mmap2(100, 100, 0x10000, 0x1000, 0, "//anon", prot=7, sample_id=sid(100, 100, 4600))))
         sample(100, 100, 4601, 0x10010)
+    if extra == "hugetlb":
+        recs.append((4600, synth.mmap2(100, 100, 0x40000000, 0x200000, 0, "/nonexistent/huge.bin", flags=0x40002,
+                                       sample_id=sid(100, 100, 4600))))
+        sample(100, 100, 4601, 0x40000010)
     recs.append((4800, synth.finished_round()))
     recs.append((5000, synth.comm(101, 102, "worker", sample_id=sid(101, 102, 5000))))
     sample(101, 102, 5001, next(ips()), period=3000)
@@ -213,7 +219,7 @@ def write_recording(path: str, *, extra: str = "") -> None:
 def written(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lite")
     out = {}
-    for extra in ("", "kernel", "anon", "callchain"):
+    for extra in ("", "kernel", "anon", "hugetlb", "callchain"):
         path = str(folder / f"written{'-' + extra if extra else ''}.data")
         write_recording(path, extra=extra)
         out[extra] = path
@@ -236,9 +242,23 @@ def test_written_file_shows_what_was_written(written):
     assert "0x0000000000001234" in out  # the vanished file: its map-relative address
 
 
-@pytest.mark.parametrize("extra", ["kernel", "anon", "callchain"])
+@pytest.mark.parametrize("extra", ["kernel", "anon", "hugetlb", "callchain"])
 def test_declines_outside_its_case(written, extra, capsys, monkeypatch):
     assert compare(written[extra], capsys, monkeypatch, [[], ["--json"], ["--sort", "pid"]]) == []
+
+
+def test_hugetlb_mapping_shows_absolute_addresses(written, capsys, monkeypatch):
+    """A file mapped with MAP_HUGETLB: perf (util/map.c map__new) treats it as
+    anonymous memory, so its unresolved addresses print absolute, not
+    map-relative; the lite path declines it rather than print them relative."""
+    monkeypatch.setenv("PMUSCOPE_REPORT_LITE", "0")
+    from pmuscope.cli.main import main
+
+    capsys.readouterr()
+    main(["report", "--stdio", "--sort", "dso,sym", "-i", written["hugetlb"]])
+    out = capsys.readouterr().out
+    huge = [line for line in out.splitlines() if "huge.bin" in line]
+    assert len(huge) == 1 and huge[0].endswith("[.] 0x0000000040000010"), out
 
 
 @pytest.mark.parametrize("path", perfdata_corpus(), ids=os.path.basename)

@@ -119,7 +119,7 @@ def _tracepoint_copy(src: str, dst: str) -> None:
 def written(tmp_path_factory):
     folder = tmp_path_factory.mktemp("litescript")
     out = {}
-    for extra in ("", "kernel", "anon", "callchain"):
+    for extra in ("", "kernel", "anon", "hugetlb", "callchain"):
         path = str(folder / f"written{'-' + extra if extra else ''}.data")
         write_recording(path, extra=extra)
         out[extra] = path
@@ -154,7 +154,7 @@ def test_written_file_shows_what_was_written(written):
     assert times == sorted(times)
 
 
-@pytest.mark.parametrize("extra", ["kernel", "anon", "callchain", "tracepoint"])
+@pytest.mark.parametrize("extra", ["kernel", "anon", "hugetlb", "callchain", "tracepoint"])
 def test_declines_outside_its_case(written, extra, capsysbinary, monkeypatch):
     assert compare(written[extra], capsysbinary, monkeypatch, [[], ["-G"], ["-F", "comm,tid,ip,sym"]]) == []
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 from typing import Iterator
 
 import numpy as np
@@ -357,33 +358,34 @@ def _cache_load(boot: str, first: bytes) -> SymbolTable | None:
     if path is None:
         return None
     try:
-        f = open(path, "rb", buffering=0)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        f.close()
+        os.close(fd)
         return None
     n = size = -1
     if len(mm) >= _HEAD and mm[:8] == _MAGIC:
         n, size, _ = np.frombuffer(mm, np.uint64, 3, 8).tolist()
     names = _HEAD + 8 * (n + 1)
     body = names + 8 * n
-    if n <= 0 or len(mm) != body + size or size < len(first) or os.pread(f.fileno(), len(first), body) != first:
+    if n <= 0 or len(mm) != body + size or size < len(first) or os.pread(fd, len(first), body) != first:
         mm.close()
-        f.close()
+        os.close(fd)
         return None
     starts = np.frombuffer(mm, np.uint64, n, _HEAD)
     ends = np.frombuffer(mm, np.uint64, n, _HEAD + 8)
-    fd = f.fileno()
 
     def name_of(i: int) -> str:
         s = int.from_bytes(os.pread(fd, 4, names + 4 * i), "little")
         e = int.from_bytes(os.pread(fd, 4, names + 4 * (n + i)), "little")
         return os.pread(fd, max(e - s, 0), body + s).decode("utf-8", "replace")
 
-    name_of.file = f  # the descriptor lives as long as the table
+    # the descriptor lives as long as the table (closed with it: a library that loads
+    # many profiles does not collect open files)
+    weakref.finalize(name_of, os.close, fd)
     return SymbolTable(starts, ends, name_of)
 
 

@@ -513,7 +513,8 @@ def resolve(path: str, *, pids=None, tids=None, comms=None, cpus=None, time_rang
             raise Decline("an address no user mapping holds")
         space = maps.spaces.get(rec.pid)
         m = space.find(ip) if space is not None else None
-        if m is None or m.is_anon or m.filename.startswith("["):
+        if m is None or m.is_anon or m.identity or m.filename.startswith("["):
+            # identity: perf shows absolute addresses there (MAP_HUGETLB, /SYSV..., util/map.c map__new)
             raise Decline("an address outside a file mapping")
         if not ((want_pids is None or rec.pid in want_pids) and (want_tids is None or rec.tid in want_tids)
                 and (want_cpus is None or rec.cpu in want_cpus) and (want_comms is None or comm in want_comms)
