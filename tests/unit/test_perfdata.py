@@ -10,6 +10,7 @@ import os
 import struct
 import sys
 import threading
+import warnings
 
 import pytest
 
@@ -435,3 +436,46 @@ def test_input_size_is_a_regular_files_size(tmp_path):
         assert pf.input_size is None
     with PerfDataFile(io.BytesIO(data)) as pf:
         assert pf.input_size is None
+
+
+DAMAGED_FEATURE_COMMANDS = [
+    ["report", "--stdio"], ["report", "--stdio", "--group"], ["report", "--json"], ["script"],
+    ["export", "-f", "pprof", "-o", "OUT"], ["export", "-f", "folded", "-o", "OUT"], ["mem", "report"], ["c2c", "report"],
+]
+
+
+@pytest.mark.parametrize("name", ["perf-g-small.data", "../fixtures/linux-perf-data/sleep.data",
+                                  "../memory/cpu-clock-mem-bits.data"])
+def test_every_command_skips_each_damaged_feature_section(name, tmp_path, capsys):
+    """A header feature section perf's parser would refuse (here: cut to one
+    byte) is skipped with a warning by every command, which reads the samples:
+    its raw bytes, which the lenient reader keeps in ``features``, are never
+    taken for the parsed value (``parsed_feature``); export read BUILD_ID's
+    bytes as build-id entries and crashed."""
+    from pmuscope.cli.main import main
+
+    good = open(os.path.join(DATA, name), "rb").read()
+    damaged = 0
+    flags = struct.unpack_from("<4Q", good, 72)
+    bits = [w * 64 + b for w in range(4) for b in range(64) if flags[w] >> b & 1]
+    table = sum(struct.unpack_from("<QQ", good, 40))  # the data section's end
+    for i, bit in enumerate(bits):
+        blob = bytearray(good)
+        struct.pack_into("<Q", blob, table + 16 * i + 8, 1)  # the section's size
+        path = tmp_path / "d.data"
+        path.write_bytes(bytes(blob))
+        p = PerfDataFile(bytes(blob), strict=False)
+        if bit not in p.feature_errors:
+            continue  # a one-byte payload this feature's parser takes
+        damaged += 1
+        assert p.parsed_feature(bit) is None and p.parsed_feature(bit, "none") == "none"
+        assert isinstance(p.features[bit], bytes)
+        for argv in DAMAGED_FEATURE_COMMANDS:
+            argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+            capsys.readouterr()
+            warnings._filters_mutated()  # as in a new process: each warning is shown again
+            rc = main([*argv, "-i", str(path)])
+            err = capsys.readouterr().err
+            assert rc in (0, 1, 2), (bit, argv, rc)
+            assert f"skipped the damaged {Feature(bit).name}" in err or rc != 0, (bit, argv, err)
+    assert damaged >= 3

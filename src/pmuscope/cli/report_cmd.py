@@ -467,7 +467,7 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
                            percent_limit=args.percent_limit, source=args.input)
     from ..profile.group import groups_of
 
-    groups = groups_of(pf.features.get(Feature.GROUP_DESC), len(prof.event_names))
+    groups = groups_of(pf.parsed_feature(Feature.GROUP_DESC), len(prof.event_names))
     if groups and args.group is not False:
         reps = _group_reports(prof, sort, groups, kw, children=children)
     else:  # a group leader's table still says "of events" (evsel->core.nr_members > 1)

@@ -51,7 +51,7 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
     pf = PerfDataFile(path)
     col = None
     try:
-        build_ids = {b.filename: b.hex for b in (pf.features.get(Feature.BUILD_ID) or [])}
+        build_ids = {b.filename: b.hex for b in (pf.parsed_feature(Feature.BUILD_ID) or [])}
         if aggregate and os.environ.get("PMUSCOPE_EXPORT_STREAM", "1") != "0":
             # rows are merged anyway: read the file in chunks, each collapsed to its
             # distinct samples as it comes (memory: the distinct samples, not the file)

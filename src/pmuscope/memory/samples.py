@@ -374,7 +374,7 @@ def _cpu_nodes(pf) -> dict[int, int]:
     from ..perfdata import Feature
 
     out: dict[int, int] = {}
-    for node in pf.features.get(Feature.NUMA_TOPOLOGY) or []:
+    for node in pf.parsed_feature(Feature.NUMA_TOPOLOGY) or []:
         try:
             for cpu in parse_cpulist(node.cpus):
                 out[cpu] = int(node.node)

@@ -312,6 +312,15 @@ class PerfDataFile:
         else:
             self._stream = _Stream(fileobj, self.source)
 
+    def parsed_feature(self, bit: int, default: Any = None) -> Any:
+        """The parsed value of header feature ``bit``, or ``default`` when the
+        file has none or its section was damaged (``strict=False`` keeps a
+        damaged section's raw bytes in :attr:`features`, which a caller
+        expecting the parsed value must not take for it)."""
+        if bit in self.feature_errors:
+            return default
+        return self.features.get(bit, default)
+
     def close(self) -> None:
         """Release the mapping and the file (views handed out become invalid)."""
         buf, self._buf = self._buf, None

@@ -1318,8 +1318,8 @@ def _same_kernel(pf) -> bool:
     """True when the file was recorded on the running kernel (so /proc/kallsyms applies)."""
     from ..perfdata import Feature
 
-    rel = pf.features.get(Feature.OSRELEASE)
-    host = pf.features.get(Feature.HOSTNAME)
+    rel = pf.parsed_feature(Feature.OSRELEASE)
+    host = pf.parsed_feature(Feature.HOSTNAME)
     u = os.uname()
     if rel is not None and str(rel) != u.release:
         return False
@@ -1338,7 +1338,7 @@ def _tracepoint_formats(pf) -> dict:
     from ..sampling.tpformat import format_for_id, parse_tracing_data
 
     by_id: dict = {}
-    blob = pf.features.get(Feature.TRACING_DATA)
+    blob = pf.parsed_feature(Feature.TRACING_DATA)
     if blob:
         try:
             by_id = parse_tracing_data(blob)
@@ -1433,7 +1433,7 @@ class _Opened:
             if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
                 path = _plain_path(pf)
             self.source = profile_source(pf, path, callchains=callchain)
-            a = pf.features.get(Feature.ARCH)
+            a = pf.parsed_feature(Feature.ARCH)
             self.arch = str(a) if a else None
         except BaseException:
             if own:

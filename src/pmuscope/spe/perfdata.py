@@ -101,7 +101,7 @@ def read_auxtrace_info(pdf: PerfDataFile) -> SpeAuxtraceInfo | None:
 
 
 def _header_midr(pdf: PerfDataFile) -> int:
-    cpuid = pdf.features.get(Feature.CPUID)
+    cpuid = pdf.parsed_feature(Feature.CPUID)
     if not cpuid:
         return 0
     try:
