@@ -222,6 +222,31 @@ def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, 
         assert made == [1]  # the collapsed path ran
 
 
+def test_collapsed_export_of_a_damaged_time_is_the_whole_profile_export(tmp_path, capsysbinary, monkeypatch):
+    """A sample time of 2^64 - 1 (a damaged file): the export's time column holds
+    it as -1, and the collapsed path's newest time compares it the same way (it
+    compared unsigned and wrote a duration of 2^64 into pprof's int64 field)."""
+    from pmuscope.kernel import abi
+    from pmuscope.perfdata import synth
+    from pmuscope.perfdata.writer import PerfDataWriter
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    st = abi.PerfSample.IP | abi.PerfSample.TID | abi.PerfSample.TIME | abi.PerfSample.PERIOD
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    path = str(tmp_path / "t.data")
+    recs = [synth.comm(7, 7, "prog", sample_id=synth.sample_id(st, pid=7, tid=7, time=1))]
+    recs += [synth.sample(st, ip=0x1000 + 16 * i, pid=7, tid=7, time=t, period=1000)
+             for i, t in enumerate((100, 300, (1 << 64) - 1, 500))]
+    with PerfDataWriter(path, [(attr, [], "cpu-clock")], host=False) as w:
+        w.write(b"".join(recs))
+    outs = []
+    for stream in ("1", "0"):
+        monkeypatch.setenv("PMUSCOPE_EXPORT_STREAM", stream)
+        rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", "-f", "pprof"])
+        outs.append((rc, capsysbinary.readouterr().out))
+    assert outs[0] == outs[1] and outs[0][0] == 0
+
+
 def test_weighted_median_is_numpy_median():
     from pmuscope.profile.collapse import _histogram, weighted_median
 

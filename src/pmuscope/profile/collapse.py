@@ -80,7 +80,9 @@ class Collapser:
         self._merged_rows = 0
         self._seen = 0
         self.last: Profile | None = None
-        #: newest sample time seen (a row keeps its first sample's time)
+        #: newest sample time seen (a row keeps its first sample's time), compared as the
+        #: signed 64-bit numbers the export's time column holds (a damaged time of 2^64 - 1
+        #: is -1 there, as it is to every other reader of that column)
         self.time_max: int | None = None
         self._p0: list[tuple[np.ndarray, np.ndarray]] = []  # (period, samples) of event 0, by chunk
         # rows and chains in one C hash table each (collapse_add), kept across chunks;
@@ -117,7 +119,7 @@ class Collapser:
         n = len(c)
         if n == 0:
             return
-        tmax = int(c.time.max())
+        tmax = int(np.asarray(c.time).astype(np.int64, copy=False).max())
         self.time_max = tmax if self.time_max is None else max(self.time_max, tmax)
         self._p0.append(_histogram(c.period[c.event == 0], None if c.count is None else c.count[c.event == 0]))
         if len(self._p0) >= 32:
