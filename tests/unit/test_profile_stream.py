@@ -223,9 +223,10 @@ def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, 
 
 
 def test_collapsed_export_of_a_damaged_time_is_the_whole_profile_export(tmp_path, capsysbinary, monkeypatch):
-    """A sample time of 2^64 - 1 (a damaged file): the export's time column holds
-    it as -1, and the collapsed path's newest time compares it the same way (it
-    compared unsigned and wrote a duration of 2^64 into pprof's int64 field)."""
+    """Damaged sample times: 2^64 - 1, which the export's time column holds as -1
+    (the collapsed path's newest time compared it unsigned and wrote a duration of
+    2^64 into pprof's int64 field), and times older than the first sample's (its
+    oldest time was the first row's, the duration too short)."""
     from pmuscope.kernel import abi
     from pmuscope.perfdata import synth
     from pmuscope.perfdata.writer import PerfDataWriter
@@ -235,8 +236,9 @@ def test_collapsed_export_of_a_damaged_time_is_the_whole_profile_export(tmp_path
     attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
     path = str(tmp_path / "t.data")
     recs = [synth.comm(7, 7, "prog", sample_id=synth.sample_id(st, pid=7, tid=7, time=1))]
-    recs += [synth.sample(st, ip=0x1000 + 16 * i, pid=7, tid=7, time=t, period=1000)
-             for i, t in enumerate((100, 300, (1 << 64) - 1, 500))]
+    # one ip: the samples collapse into one row (its time: the first sample's)
+    recs += [synth.sample(st, ip=0x1000, pid=7, tid=7, time=t, period=1000)
+             for t in (100, 300, (1 << 64) - 1, 50, 1 << 63, 500)]
     with PerfDataWriter(path, [(attr, [], "cpu-clock")], host=False) as w:
         w.write(b"".join(recs))
     outs = []

@@ -299,7 +299,9 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     t0 = int(time.min()) if time is not None and n and time.any() else 0
     t1 = int(time.max()) if time is not None and n else 0
     if time is not None and n and collapsed is not None:
-        t1 = collapsed.time_max  # a row's time is its first sample's
+        # a row's time is its first sample's: the oldest and newest of every sample
+        t0 = collapsed.time_min if collapsed.time_any else 0
+        t1 = collapsed.time_max
     out = ExportProfile(
         sample_types=sample_types, frames=frames, stack=stack, stack_offsets=stack_offsets, values=values,
         pid=pid, tid=tid, cpu=cpu, time=time, comm=comm, comms=list(p.comms), mappings=mappings,
