@@ -318,3 +318,45 @@ def test_read_chunks_reuse_only_buffers_nothing_holds(tmp_path, monkeypatch, dec
         assert arr[0] == raw[o]
     if decode_path == "native":
         assert len(held) <= fl._POOL
+
+
+def test_kept_table_is_loaded_only_when_a_kernel_address_needs_it(tmp_path, monkeypatch):
+    """With this boot's table kept, a profile maps it when a kernel address asks
+    (no thread started early, nothing read for a user-only file); without it,
+    kallsyms is read in a thread from the start."""
+    import threading
+
+    import pmuscope.profile._fastload as fl
+
+    monkeypatch.setenv("PMUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    root = _procfs(tmp_path)
+    assert not fl.kernel_table_kept(root)
+    load_kernel_symbols(root)
+    assert fl.kernel_table_kept(root)
+    assert not fl.kernel_table_kept(_procfs(tmp_path / "other", boot="1" + BOOT[1:]))
+
+    # the running system's table, for profiles of files recorded here
+    monkeypatch.setattr(fl, "kernel_table_kept", lambda procfs_root="/proc": kept)
+    calls, threads = [], []
+    real_load, real_start = fl.load_kernel_symbols, threading.Thread.start
+    monkeypatch.setattr(fl, "load_kernel_symbols", lambda *a: calls.append(1) or real_load(root))
+    monkeypatch.setattr(threading.Thread, "start", lambda self: threads.append(self.name) or real_start(self))
+    st = abi.PerfSample.IP | abi.PerfSample.TID | abi.PerfSample.TIME
+    attr = abi.perf_event_attr(type=1, config=0, sample_type=int(st), sample_period=1, sample_id_all=1)
+    for kernel in (False, True):
+        path = str(tmp_path / f"k{kernel}.data")
+        recs = [synth.comm(7, 7, "prog", sample_id=synth.sample_id(st, pid=7, tid=7, time=1)),
+                synth.sample(st, ip=0x401000, pid=7, tid=7, time=5),
+                synth.sample(st, ip=0xFFFFFFFF81000110 if kernel else 0x401010, pid=7, tid=7, time=6,
+                             misc=abi.PERF_RECORD_MISC_KERNEL if kernel else abi.PERF_RECORD_MISC_USER)]
+        with PerfDataWriter(path, [(attr, [], "cpu-clock")], host=True) as w:
+            w.write(b"".join(recs))
+        for kept in (True, False):
+            del calls[:], threads[:]
+            p = load_profile(path, kernel_symbols=True)
+            if kept:
+                assert threads == [] and calls == ([1] if kernel else [])
+            else:
+                assert threads == ["pmuscope-kallsyms"] and calls == [1]
+            if kernel:
+                assert p.sym_name(int(p.frame_sym[p.leaf[1]])) == "alias_at_same_address"  # the last at its address

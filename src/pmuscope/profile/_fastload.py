@@ -345,6 +345,15 @@ def _cache_path(boot: str) -> str | None:
     return os.path.join(d, f"kallsyms{_FORMAT}-{boot}-{os.geteuid()}.bin") if d else None
 
 
+def kernel_table_kept(procfs_root: str = "/proc") -> bool:
+    """True when this boot's core kernel table is kept (then
+    :func:`load_kernel_symbols` maps it in about a millisecond: no need to
+    start it early in a thread, nor at all for a file without kernel samples)."""
+    boot = _boot_id(procfs_root)
+    path = _cache_path(boot) if boot else None
+    return path is not None and os.path.exists(path)
+
+
 def _cache_load(boot: str, first: bytes) -> SymbolTable | None:
     """The cached core table of this boot, if its kallsyms began with ``first``.
 

@@ -1406,7 +1406,7 @@ class _Opened:
     def __init__(self, path_or_file: Any, *, symbolizer: Symbolizer | None, kernel_symbols: bool | None,
                  itrace: str | None, callchain: bool = True) -> None:
         from ..perfdata import Feature, PerfDataFile
-        from ._fastload import load_kernel_symbols, profile_source
+        from ._fastload import kernel_table_kept, load_kernel_symbols, profile_source
 
         own = not isinstance(path_or_file, PerfDataFile)
         pf = PerfDataFile(path_or_file) if own else path_or_file
@@ -1426,8 +1426,12 @@ class _Opened:
             if symbolizer is None:
                 ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
                 # the running kernel's vdso image names [vdso] addresses of its own recordings only
-                symbolizer = Symbolizer(kernel=_background(load_kernel_symbols) if ks else False,
-                                        vdso=_same_kernel(pf))
+                # the kernel's table is loaded when a kernel address needs it: kept for this
+                # boot, it is mapped then; else kallsyms is read in a thread from now on
+                # (mostly kernel time, overlapping the decoding)
+                kernel = False if not ks else load_kernel_symbols if kernel_table_kept() else \
+                    _background(load_kernel_symbols)
+                symbolizer = Symbolizer(kernel=kernel, vdso=_same_kernel(pf))
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
             if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
