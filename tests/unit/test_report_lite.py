@@ -266,6 +266,24 @@ def test_corpus_declined_or_identical(path, capsys, monkeypatch):
     compare(path, capsys, monkeypatch)
 
 
+def test_an_unrelated_resource_warning_does_not_decline(written, capsys, monkeypatch):
+    """The path declines when the reader warns (a damaged file is the numpy path's
+    to report); a ResourceWarning is not the reader's (the garbage collector closing
+    some other object's file while the file is read) and made it decline at random."""
+    import warnings
+
+    from pmuscope.perfdata import reader
+
+    real = reader.PerfDataFile.__init__
+
+    def init(self, *a, **kw):
+        warnings.warn("unclosed file <somebody else's>", ResourceWarning)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(reader.PerfDataFile, "__init__", init)
+    assert lite(written[""], []) == reference(written[""], [], capsys, monkeypatch)
+
+
 def test_options_outside_the_table_decline(written):
     for argv in (["--children"], ["-g"], ["--no-call-graph"], ["-G"], ["--max-stack", "3"], ["--itrace", "i"],
                  ["--pid", "101"], ["--comms", "bash"], ["--dsos", "libc.so.6"], ["-S", "main"], ["--header"],

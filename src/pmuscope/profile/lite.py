@@ -355,6 +355,9 @@ def _read(path: str):
     # the reader's warnings (a damaged header section or record) are the numpy path's to print
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # not the reader's: an unrelated object's file closed by the garbage collector meanwhile
+        # (a ResourceWarning here made the path decline at random)
+        warnings.simplefilter("ignore", ResourceWarning)
         return _read_records(path, caught, Feature, PerfDataFile, parse_sample, AttrTable, parse_sideband)
 
 
