@@ -211,7 +211,7 @@ def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, 
 
     made = []
     real = collapse.Collapser.profile
-    monkeypatch.setattr(collapse.Collapser, "profile", lambda self: made.append(1) or real(self))
+    monkeypatch.setattr(collapse.Collapser, "profile", lambda self, **kw: made.append(1) or real(self, **kw))
     rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
     out, err = capsysbinary.readouterr()
     monkeypatch.setenv("PMUSCOPE_EXPORT_STREAM", "0")  # the reference: every sample held

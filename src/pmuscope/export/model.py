@@ -6,7 +6,7 @@ It is what the formats have in common and nothing more:
 - ``frames``: the distinct frames (:class:`Frame`: name, file, line, address,
   mapping, kernel flag); a frame id is an index into this list;
 - per sample *row* (a row may stand for many samples: its ``values`` say how
-  much): its stack as frame ids **leaf first** (callee → caller, the kernel's
+  much): its stack as frame ids (int32 or int64) **leaf first** (callee → caller, the kernel's
   and pprof's order) in ``stack[stack_offsets[i]:stack_offsets[i + 1]]``,
   its ``values`` (``int64[rows, len(sample_types)]``, one column per
   :attr:`ExportProfile.sample_types` entry), and optionally ``pid``, ``tid``,
@@ -291,7 +291,11 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         period_value = int(np.median(first)) if len(first) else 0
     cpu = np.asarray(p.cpu, dtype=np.int64) if getattr(p, "has_cpu", True) else None
     time = np.asarray(p.time, dtype=np.int64) if getattr(p, "has_time", True) else None
-    stack = np.asarray(frames_ids, dtype=np.int64)
+    # frame ids as the profile holds them (int32): shared, not copied (a 64-bit copy of a large
+    # recording's stacks was the biggest transient of an export)
+    stack = np.asarray(frames_ids)
+    if stack.dtype not in (np.int32, np.int64):
+        stack = stack.astype(np.int64)
     stack_offsets = np.asarray(offsets, dtype=np.int64)
     pid = np.asarray(p.pid, dtype=np.int64)
     tid = np.asarray(p.tid, dtype=np.int64)

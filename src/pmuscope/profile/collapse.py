@@ -88,6 +88,7 @@ class Collapser:
         self._nat = _native_resolve()
         self._nkeys = tuple(k for k in self.keys if k != "chain")
         self._ncol = self._nat.collapse_new(len(self._nkeys)) if self._nat is not None else None
+        self._final = False
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -111,6 +112,8 @@ class Collapser:
 
     def add(self, c: Profile) -> None:
         """Collapse one chunk into the rows."""
+        if self._final:
+            raise ValueError("the collapser was released by profile(final=True)")
         # what profile() needs of the chunk (its frame table, names, totals), not its
         # samples: the next chunk is then built without this one alive
         self.last = c.select(np.zeros(0, dtype=np.int64))
@@ -170,13 +173,23 @@ class Collapser:
             self._parts = [_reduce(cols, self.keys)]
         self._rows = self._merged_rows = len(self._parts[0]["first"]) if self._parts else 0
 
-    def profile(self) -> Profile:
-        """The collapsed profile of every chunk added (rows by first sample)."""
+    def profile(self, *, final: bool = False) -> Profile:
+        """The collapsed profile of every chunk added (rows by first sample).
+        ``final``: no chunk is added nor profile asked for after this one, so the
+        collapsing state (the rows' hash table, the interned chains) is freed as
+        soon as the rows are read out, before the profile's columns are built;
+        :meth:`period_histogram` and :attr:`time_max` stay."""
         last = self.last
         if last is None:
             raise ValueError("no chunk was added")
-        if self._ncol is not None:
+        if self._final:
+            raise ValueError("the collapser was released by profile(final=True)")
+        self._final = final
+        native = self._ncol is not None
+        if native:
             cols, flat, coff = self._native_rows()
+            if final:
+                self._ncol = None  # the capsule's destructor frees the C tables
             if not len(cols["first"]):
                 return last.select(np.zeros(0, dtype=np.int64))
             nrows = len(cols["first"])
@@ -188,6 +201,8 @@ class Collapser:
                 return last.select(np.zeros(0, dtype=np.int64))
             order = np.argsort(cols["first"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
+            if final:
+                self._parts = []
             nrows = len(order)
             have_chains = bool(self._chains)
         if "tid" not in cols:
@@ -196,11 +211,13 @@ class Collapser:
             if k not in cols:
                 cols[k] = np.zeros(nrows, dtype=np.int64)
         if last.has_callchain and have_chains:
-            if self._ncol is None:
+            if not native:
                 lens = np.fromiter((len(x) for x in self._chains), dtype=np.int64, count=len(self._chains))
                 coff = np.zeros(len(lens) + 1, dtype=np.int64)
                 np.cumsum(lens, out=coff[1:])
                 flat = np.concatenate(self._chains).astype(np.int32, copy=False)
+            if final:
+                self._chains, self._chain_ids = [], {}
             stack, st_off = _take_flat(flat, coff, cols["chain"])
         else:
             stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
