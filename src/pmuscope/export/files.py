@@ -63,7 +63,7 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
                                                    chunk_samples=model.COLLAPSE_CHUNK_SAMPLES):
                 col.add(select(chunk) if select is not None else chunk)
                 del chunk  # not alive while the next one is built
-            prof = col.profile()
+            prof = col.profile(final=True)
         else:  # PMUSCOPE_EXPORT_STREAM=0: the reference, every sample held
             prof = load_profile(pf, kernel_symbols=kernel_symbols)
     finally:
@@ -107,6 +107,20 @@ def render(ep: ExportProfile, fmt: str, *, event: str | None = None) -> bytes | 
 
         return format_folded(ep.folded(weight_column(ep, event), comm=True))
     raise errors.PmuscopeError(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+def write(ep: ExportProfile, fmt: str, path: str, *, event: str | None = None) -> None:
+    """Write ``ep`` in ``fmt`` to ``path`` (``-``: standard output) with the
+    rules of :func:`pmuscope.outfile.open_output`; the same bytes as
+    :func:`render`. pprof is compressed and written as it is encoded."""
+    if fmt == "pprof":
+        from . import pprof
+
+        pprof.write(ep, path)
+        return
+    from ..outfile import write_output
+
+    write_output(path, render(ep, fmt, event=event))
 
 
 def push_once(ep: ExportProfile, url: str, app: str = "pmuscope", labels: Mapping[str, str] | None = None, *,
