@@ -4,6 +4,7 @@ ExportProfile builders."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections import Counter
@@ -318,6 +319,12 @@ def test_vectorized_aggregation_and_encoding_equal_the_reference(ep):
         _same_profile(got, ref)
         assert pprof.encode(got) == ref_bytes
         assert pprof.encode(ep) == ref_raw
+        # int32 frame ids (what from_profile keeps), samples in batches of 3 rows, streamed gzip
+        ep32 = dataclasses.replace(ep, stack=ep.stack.astype(np.int32))
+        _same_profile(aggregate_rows(ep32), ref)
+        with mock.patch.object(pprof, "SAMPLE_BATCH", 3):
+            assert pprof.encode(ep32) == pprof.encode(ep) == ref_raw
+            assert pprof.dumps(ep32) == gzip.compress(ref_raw, compresslevel=6, mtime=0)
 
 
 def test_stack_ids_fall_back_on_a_hash_collision(monkeypatch):

@@ -222,6 +222,61 @@ def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, 
         assert made == [1]  # the collapsed path ran
 
 
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native-collapse", "numpy-collapse"])
+def test_final_profile_is_the_profile_and_releases_the_collapser(native, monkeypatch):
+    """``profile(final=True)`` (export: the rows read once, the tables freed): the
+    same columns as ``profile()``; the first event's periods and the newest time
+    stay, adding or asking again is an error."""
+    from pmuscope.profile.collapse import Collapser
+
+    monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)
+    path = next(p for p in CORPUS if "perf-g-small" in p)
+    cols = [Collapser(), Collapser()]
+    for c in iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3):
+        for col in cols:
+            col.add(c)
+    want, got = cols[0].profile(), cols[1].profile(final=True)
+    assert len(got) == len(want) > 0
+    for name in (*COLUMNS, "count"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert cols[1].time_max == cols[0].time_max
+    assert all(np.array_equal(a, b) for a, b in zip(cols[1].period_histogram(), cols[0].period_histogram()))
+    assert (cols[1]._ncol, cols[1]._chains, cols[1]._parts) == (None, [], [])
+    with pytest.raises(ValueError, match="released"):
+        cols[1].profile()
+    with pytest.raises(ValueError, match="released"):
+        cols[1].add(want)
+    assert len(cols[0].profile()) == len(want)  # not final: asked again, the same rows
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("aggregate", [True, False], ids=["aggregate", "no-aggregate"])
+def test_streamed_pprof_is_the_whole_message_gzipped(path, aggregate, tmp_path, monkeypatch):
+    """pprof.dump / write (the samples encoded and compressed a batch at a time)
+    against the row loop's whole message compressed at once by gzip: the same
+    bytes, with batches of 1 and 3 rows and the default."""
+    import gzip
+
+    from pmuscope.export import files, pprof
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    try:
+        ep, _event = files.load(path, kernel_symbols=False, aggregate=aggregate)
+    except PmuscopeError:
+        pytest.skip("not exportable (the CLI tests check its error)")
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    want = gzip.compress(pprof.encode(ep), compresslevel=6, mtime=0)
+    monkeypatch.delenv("PMUSCOPE_EXPORT_VECTOR")
+    for batch in (1, 3, pprof.SAMPLE_BATCH):
+        monkeypatch.setattr(pprof, "SAMPLE_BATCH", batch)
+        pieces = list(pprof.iter_encode(ep))  # sample types, a piece per batch, the rest
+        assert len(pieces) == len(ep.sample_types) + -(-len(ep) // batch) + 1
+        assert b"".join(pieces) == gzip.decompress(want)
+        assert pprof.dumps(ep) == want
+        out = tmp_path / f"{batch}.pb.gz"
+        assert pprof.write(ep, str(out)) == str(out) and out.read_bytes() == want
+
+
 def test_weighted_median_is_numpy_median():
     from pmuscope.profile.collapse import _histogram, weighted_median
 
