@@ -277,6 +277,36 @@ def test_streamed_pprof_is_the_whole_message_gzipped(path, aggregate, tmp_path, 
         assert pprof.write(ep, str(out)) == str(out) and out.read_bytes() == want
 
 
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+def test_streamed_speedscope_and_folded_are_the_reference(path, tmp_path, monkeypatch):
+    """speedscope's JSON written in pieces (rows grouped with numpy, stacks as text a
+    batch at a time) against json.dumps of to_speedscope's document
+    (``PMUSCOPE_EXPORT_VECTOR=0``), and folded stacks made a batch of rows at a
+    time against one batch: the same text, with batches of 1 and 3 rows and the default."""
+    from pmuscope.export import files, model as em, speedscope
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    try:
+        ep, _event = files.load(path, kernel_symbols=False)
+    except PmuscopeError:
+        pytest.skip("not exportable (the CLI tests check its error)")
+    kinds = [None, *range(len(ep.sample_types))]
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    want = {k: speedscope.dumps(ep, sample_types=None if k is None else [k]) for k in kinds}
+    monkeypatch.delenv("PMUSCOPE_EXPORT_VECTOR")
+    monkeypatch.setattr(em, "FOLD_BATCH", max(len(ep), 1))
+    folded = [ep.folded(k, comm=c) for k in range(len(ep.sample_types)) for c in (False, True)]
+    for batch in (1, 3, speedscope.ROW_BATCH):
+        monkeypatch.setattr(speedscope, "ROW_BATCH", batch)
+        monkeypatch.setattr(em, "FOLD_BATCH", batch)
+        for k in kinds:
+            assert speedscope.dumps(ep, sample_types=None if k is None else [k]) == want[k]
+        out = tmp_path / f"{batch}.json"
+        assert speedscope.write(ep, str(out)) == str(out) and out.read_text() == want[None]
+        got = [ep.folded(k, comm=c) for k in range(len(ep.sample_types)) for c in (False, True)]
+        assert [list(f.items()) for f in got] == [list(f.items()) for f in folded]
+
+
 def test_weighted_median_is_numpy_median():
     from pmuscope.profile.collapse import _histogram, weighted_median
 
@@ -456,7 +486,8 @@ def test_junk_addresses_resolve_in_no_process(tmp_path):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
-@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "pprof", "--no-aggregate"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "pprof", "--no-aggregate"], ["-f", "speedscope"],
+                                  ["-f", "speedscope", "--event", "samples"]], ids=" ".join)
 def test_vectorized_pprof_is_the_row_loop_pprof(path, args, capsysbinary, monkeypatch):
     """The numpy pprof writer (grouping, samples, locations, strings) against the
     row-by-row reference, ``PMUSCOPE_EXPORT_VECTOR=0``: the same bytes."""

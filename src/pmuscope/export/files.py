@@ -112,11 +112,16 @@ def render(ep: ExportProfile, fmt: str, *, event: str | None = None) -> bytes | 
 def write(ep: ExportProfile, fmt: str, path: str, *, event: str | None = None) -> None:
     """Write ``ep`` in ``fmt`` to ``path`` (``-``: standard output) with the
     rules of :func:`pmuscope.outfile.open_output`; the same bytes as
-    :func:`render`. pprof is compressed and written as it is encoded."""
+    :func:`render`. pprof and speedscope are written as they are made."""
     if fmt == "pprof":
         from . import pprof
 
         pprof.write(ep, path)
+        return
+    if fmt == "speedscope":
+        from . import speedscope
+
+        speedscope.write(ep, path, sample_types=None if event is None else [weight_column(ep, event)])
         return
     from ..outfile import write_output
 

@@ -36,6 +36,10 @@ from ..errors import FormatError
 CLOCK_EVENTS = ("cpu-clock", "task-clock")
 
 
+#: rows turned into folded lines at a time by :meth:`ExportProfile.folded`
+FOLD_BATCH = 1 << 13
+
+
 @dataclass(frozen=True)
 class Frame:
     """One frame: ``name`` (demangled), ``system_name`` (mangled, if different),
@@ -123,18 +127,25 @@ class ExportProfile:
         k = self.sample_type_index(sample_type)
         names = [frame_name(f.name + ("_[k]" if f.kernel and not f.name.endswith("_[k]") else "")) for f in self.frames]
         out: Counter = Counter()
-        off = self.stack_offsets.tolist()
-        st = self.stack.tolist()
-        vals = self.values[:, k].tolist()
-        comm_col = self.comm.tolist() if (comm and self.comm is not None) else None
-        for i, v in enumerate(vals):
-            if not v:
-                continue
-            parts = [names[j] for j in reversed(st[off[i]:off[i + 1]])]
-            if comm_col is not None:
-                c = comm_col[i]
-                parts.insert(0, frame_name(self.comms[c]) if c >= 0 else "[unknown]")
-            out[";".join(parts)] += int(v)
+        off_all = np.asarray(self.stack_offsets, dtype=np.int64)
+        vals_all = self.values[:, k]
+        use_comm = comm and self.comm is not None
+        # a batch of rows at a time: Python ints of every frame id at once weighed ~40 bytes each
+        for r0 in range(0, len(self), FOLD_BATCH):
+            r1 = min(r0 + FOLD_BATCH, len(self))
+            s0 = int(off_all[r0])
+            off = (off_all[r0:r1 + 1] - s0).tolist()
+            st = self.stack[s0:int(off_all[r1])].tolist()
+            vals = vals_all[r0:r1].tolist()
+            comm_col = self.comm[r0:r1].tolist() if use_comm else None
+            for i, v in enumerate(vals):
+                if not v:
+                    continue
+                parts = [names[j] for j in reversed(st[off[i]:off[i + 1]])]
+                if comm_col is not None:
+                    c = comm_col[i]
+                    parts.insert(0, frame_name(self.comms[c]) if c >= 0 else "[unknown]")
+                out[";".join(parts)] += int(v)
         return out
 
     def sample_type_index(self, sample_type: int | str) -> int:
