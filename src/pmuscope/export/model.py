@@ -342,7 +342,7 @@ def _stack_ids_dict(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 #: rows hashed / checked per batch in :func:`_stack_ids` (bounds its temporaries)
-STACK_BATCH = 1 << 15
+STACK_BATCH = 1 << 13
 
 
 def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -389,19 +389,23 @@ def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(first, inv)`` of the distinct rows of the int64 columns ``cols``:
     ``first`` the index of each group's first row (groups in any order),
     ``inv`` each row's group."""
-    codes = []
+    # one int64 key per row, column by column (each column's codes dropped once folded in)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
     radix = 1
     for c in cols:
         u, inv = np.unique(c, return_inverse=True)
-        codes.append((inv.reshape(-1).astype(np.int64), len(u)))
-        radix *= max(len(u), 1)
-    if radix < (1 << 62):
-        key = np.zeros(len(cols[0]), dtype=np.int64)
-        for inv, k in codes:
-            key = key * k + inv
-        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        k = len(u)
+        del u
+        radix *= max(k, 1)
+        if radix >= (1 << 62):
+            break
+        key *= k
+        key += inv.reshape(-1)
     else:
-        _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first, inv.reshape(-1)
+    del key
+    _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     return first, inv.reshape(-1)
 
 
