@@ -240,6 +240,13 @@ def test_final_profile_is_the_profile_and_releases_the_collapser(native, monkeyp
     for name in (*COLUMNS, "count"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
     assert cols[1].time_max == cols[0].time_max
+    # the rows' chain ids (export groups stacks by them): equal exactly when the stacks are
+    ids = cols[1].row_chains
+    assert ids is not None and np.array_equal(ids, cols[0].row_chains) and len(ids) == len(got)
+    rows = [got.stack[got.stack_offsets[i]:got.stack_offsets[i + 1]].tobytes() for i in range(len(got))]
+    first: dict = {}
+    assert all(first.setdefault(c, r) == r for c, r in zip(ids.tolist(), rows))
+    assert len(set(first.values())) == len(first) > 1
     assert all(np.array_equal(a, b) for a, b in zip(cols[1].period_histogram(), cols[0].period_histogram()))
     assert (cols[1]._ncol, cols[1]._chains, cols[1]._parts) == (None, [], [])
     with pytest.raises(ValueError, match="released"):

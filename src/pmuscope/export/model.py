@@ -322,7 +322,11 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         comments=list(comments), default_sample_type=sample_types[1][0] if len(sample_types) > 1 else "",
         name=getattr(p, "source", "") or "pmuscope",
     )
-    return aggregate_rows(out) if aggregate else out.validate()
+    if not aggregate:
+        return out.validate()
+    # collapsed rows whose stacks are interned chains: the chain ids group the stacks already
+    chains = getattr(collapsed, "row_chains", None) if collapsed is not None and p.has_callchain else None
+    return aggregate_rows(out, stack_ids=chains if chains is not None and len(chains) == n else None)
 
 
 def vectorized() -> bool:
@@ -409,16 +413,22 @@ def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inv.reshape(-1)
 
 
-def aggregate_rows(ep: ExportProfile) -> ExportProfile:
+def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) -> ExportProfile:
     """Merge rows with the same stack and labels (pid, tid, cpu, comm), summing
-    their values; the merged row keeps the earliest time."""
+    their values; the merged row keeps the earliest time. ``stack_ids``: a
+    group id per row that is equal exactly when the rows' stacks are (a
+    collapser's chain ids), instead of hashing the stacks (not with
+    ``PMUSCOPE_EXPORT_VECTOR=0``: the reference always compares them)."""
     n = len(ep)
     if n == 0:
         return ep.validate()
     # a stack id per row: identical frame sequences share it
     lens = np.diff(ep.stack_offsets)
     vector = vectorized()
-    sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
+    if vector and stack_ids is not None:
+        sid = np.asarray(stack_ids, dtype=np.int64)
+    else:
+        sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
     cols = [sid]
     for name in ("pid", "tid", "cpu", "comm"):
         a = getattr(ep, name)

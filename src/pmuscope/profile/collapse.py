@@ -89,6 +89,9 @@ class Collapser:
         self._nkeys = tuple(k for k in self.keys if k != "chain")
         self._ncol = self._nat.collapse_new(len(self._nkeys)) if self._nat is not None else None
         self._final = False
+        #: after :meth:`profile`: each row's interned call chain id when the rows' stacks are
+        #: those chains (equal ids, equal stacks and the other way round), else None
+        self.row_chains: np.ndarray | None = None
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -154,9 +157,12 @@ class Collapser:
                                np.ascontiguousarray(c.tid, dtype=np.int64))
         self._seen += n
 
-    def _native_rows(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """The C rows (in first-sample order) as columns, and the chains (frames, offsets)."""
+    def _native_rows(self, final: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The C rows (in first-sample order) as columns, and the chains (frames,
+        offsets); ``final``: the C tables are freed once copied out, before the columns are made."""
         rk, period, count, first, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol)
+        if final:
+            self._ncol = None  # the capsule's destructor frees the C tables
         first = np.frombuffer(first, dtype=np.int64)
         w = len(self._nkeys) + 1
         mat = np.frombuffer(rk, dtype=np.int64).reshape(len(first), w)
@@ -187,9 +193,7 @@ class Collapser:
         self._final = final
         native = self._ncol is not None
         if native:
-            cols, flat, coff = self._native_rows()
-            if final:
-                self._ncol = None  # the capsule's destructor frees the C tables
+            cols, flat, coff = self._native_rows(final)
             if not len(cols["first"]):
                 return last.select(np.zeros(0, dtype=np.int64))
             nrows = len(cols["first"])
@@ -219,8 +223,10 @@ class Collapser:
             if final:
                 self._chains, self._chain_ids = [], {}
             stack, st_off = _take_flat(flat, coff, cols["chain"])
+            self.row_chains = cols["chain"]
         else:
             stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
+            self.row_chains = None
         leaf = cols["leaf"].astype(np.int32)
         return Profile(
             pid=cols["pid"], tid=cols["tid"], cpu=cols["cpu"].astype(np.int32), time=cols["time"],
