@@ -389,6 +389,22 @@ def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return grp.astype(np.int64, copy=False)
 
 
+def _codes(c: np.ndarray) -> tuple[np.ndarray, int]:
+    """``np.unique(c, return_inverse=True)``'s inverse (each value's rank among the
+    distinct values) and the number of distinct values; by a table of the values'
+    range when it is small (labels, chain ids: no sort, fewer temporaries)."""
+    n = len(c)
+    lo, hi = int(c.min()), int(c.max())
+    if hi - lo < 2 * n + 65536:
+        d = c - lo
+        rank = np.zeros(hi - lo + 1, dtype=np.int64)
+        rank[d] = 1
+        np.cumsum(rank, out=rank)
+        return rank[d] - 1, int(rank[-1])
+    u, inv = np.unique(c, return_inverse=True)
+    return inv.reshape(-1), len(u)
+
+
 def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(first, inv)`` of the distinct rows of the int64 columns ``cols``:
     ``first`` the index of each group's first row (groups in any order),
@@ -397,9 +413,7 @@ def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(len(cols[0]), dtype=np.int64)
     radix = 1
     for c in cols:
-        u, inv = np.unique(c, return_inverse=True)
-        k = len(u)
-        del u
+        inv, k = _codes(c)
         radix *= max(k, 1)
         if radix >= (1 << 62):
             break
