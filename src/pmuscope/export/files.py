@@ -70,11 +70,12 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
         pf.close()
     if select is not None and col is None:
         prof = select(prof)
-    from .model import from_profile
+    from .model import aggregate_rows, export_rows
 
-    ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"],
-                      collapsed=col)
-    return ep, ",".join(prof.event_names)
+    label = ",".join(prof.event_names)
+    ep, stack_ids = export_rows(prof, build_ids=build_ids, comments=[f"pmuscope export of {path}"], collapsed=col)
+    del prof, col  # the profile's columns that ep does not share go before the merge's temporaries come
+    return (aggregate_rows(ep, stack_ids=stack_ids) if aggregate else ep.validate()), label
 
 
 def weight_column(ep: ExportProfile, event: str | None) -> int:

@@ -235,6 +235,16 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     ``p`` (rows standing for ``p.count`` samples each), for what needs every
     sample: the first event's median period and the newest time.
     """
+    out, stack_ids = export_rows(p, build_ids=build_ids, comments=comments, collapsed=collapsed)
+    return aggregate_rows(out, stack_ids=stack_ids) if aggregate else out.validate()
+
+
+def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Sequence[str] = (),
+                collapsed=None) -> tuple[ExportProfile, np.ndarray | None]:
+    """:func:`from_profile` before its rows are merged: ``(ExportProfile,
+    stack ids)``, the stack ids being what :func:`aggregate_rows` may group the
+    stacks by (a collapsed profile's chain ids) or None. For a caller that lets
+    the profile go before merging (the merge's temporaries then reuse its memory)."""
     n = len(p)
     cnt = p.count if collapsed is not None else None
     event_names = list(p.event_names)
@@ -322,11 +332,9 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         comments=list(comments), default_sample_type=sample_types[1][0] if len(sample_types) > 1 else "",
         name=getattr(p, "source", "") or "pmuscope",
     )
-    if not aggregate:
-        return out.validate()
     # collapsed rows whose stacks are interned chains: the chain ids group the stacks already
     chains = getattr(collapsed, "row_chains", None) if collapsed is not None and p.has_callchain else None
-    return aggregate_rows(out, stack_ids=chains if chains is not None and len(chains) == n else None)
+    return out, (chains if chains is not None and len(chains) == n else None)
 
 
 def vectorized() -> bool:
