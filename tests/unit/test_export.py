@@ -4,6 +4,7 @@ ExportProfile builders."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections import Counter
@@ -282,7 +283,7 @@ def _random_rows(draw):
     col = lambda: np.array(draw(hst.lists(hst.integers(-1, 2), min_size=n, max_size=n)), dtype=np.int64)
     opt = lambda: col() if draw(hst.booleans()) else None
     big = hst.one_of(hst.integers(0, 300), hst.integers(2**63 - 5, 2**64 - 1), hst.integers(-(2**63), -1))
-    frames = [Frame(draw(hst.sampled_from(["f", "g", "h\udcff"])), file=draw(hst.sampled_from(["", "a.so"])),
+    frames = [Frame(draw(hst.sampled_from(["f", "g", "h\udcff", "é\"q"])), file=draw(hst.sampled_from(["", "a.so"])),
                     line=draw(hst.integers(0, 70000)), address=draw(big), mapping=draw(hst.integers(0, 2)),
                     kernel=draw(hst.booleans()), system_name=draw(hst.sampled_from(["", "_Zf"])))
               for _ in range(4)]
@@ -292,7 +293,7 @@ def _random_rows(draw):
         stack=np.array(flat, dtype=np.int64), stack_offsets=off,
         values=np.array(draw(hst.lists(hst.integers(0, 2**40), min_size=2 * n, max_size=2 * n)),
                         dtype=np.int64).reshape(n, 2),
-        pid=col(), tid=col(), cpu=opt(), time=opt(), comm=opt(), comms=["a", "b", "c"])
+        pid=col(), tid=opt(), cpu=opt(), time=opt(), comm=opt(), comms=["a", "b—", "c\udcff"])
 
 
 def _same_profile(a, b):
@@ -318,6 +319,25 @@ def test_vectorized_aggregation_and_encoding_equal_the_reference(ep):
         _same_profile(got, ref)
         assert pprof.encode(got) == ref_bytes
         assert pprof.encode(ep) == ref_raw
+        # int32 frame ids (what from_profile keeps), samples in batches of 3 rows, streamed gzip
+        ep32 = dataclasses.replace(ep, stack=ep.stack.astype(np.int32))
+        _same_profile(aggregate_rows(ep32), ref)
+        with mock.patch.object(pprof, "SAMPLE_BATCH", 3):
+            assert pprof.encode(ep32) == pprof.encode(ep) == ref_raw
+            assert pprof.dumps(ep32) == gzip.compress(ref_raw, compresslevel=6, mtime=0)
+    # speedscope: json.dumps of the document (the reference) against the text in pieces
+    from pmuscope.export import model as em
+
+    for sample_types in (None, [0], [1]):
+        with mock.patch.dict(os.environ, {"PMUSCOPE_EXPORT_VECTOR": "0"}):
+            ref_json = speedscope.dumps(ep, sample_types=sample_types)
+        for batch in (2, 1 << 13):
+            with mock.patch.object(speedscope, "ROW_BATCH", batch):
+                assert speedscope.dumps(ep, sample_types=sample_types) == ref_json
+    for k, comm in ((0, False), (1, True)):
+        whole = list(ep.folded(k, comm=comm).items())
+        with mock.patch.object(em, "FOLD_BATCH", 2):
+            assert list(ep.folded(k, comm=comm).items()) == whole
 
 
 def test_stack_ids_fall_back_on_a_hash_collision(monkeypatch):

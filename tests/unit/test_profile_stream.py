@@ -211,7 +211,7 @@ def test_collapsed_export_is_the_whole_profile_export(path, args, capsysbinary, 
 
     made = []
     real = collapse.Collapser.profile
-    monkeypatch.setattr(collapse.Collapser, "profile", lambda self: made.append(1) or real(self))
+    monkeypatch.setattr(collapse.Collapser, "profile", lambda self, **kw: made.append(1) or real(self, **kw))
     rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", *args])
     out, err = capsysbinary.readouterr()
     monkeypatch.setenv("PMUSCOPE_EXPORT_STREAM", "0")  # the reference: every sample held
@@ -247,6 +247,98 @@ def test_collapsed_export_of_a_damaged_time_is_the_whole_profile_export(tmp_path
         rc = cli_main(["export", "-i", path, "--no-kernel-symbols", "-o", "-", "-f", "pprof"])
         outs.append((rc, capsysbinary.readouterr().out))
     assert outs[0] == outs[1] and outs[0][0] == 0
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native-collapse", "numpy-collapse"])
+def test_final_profile_is_the_profile_and_releases_the_collapser(native, monkeypatch):
+    """``profile(final=True)`` (export: the rows read once, the tables freed): the
+    same columns as ``profile()``; the first event's periods and the newest time
+    stay, adding or asking again is an error."""
+    from pmuscope.profile.collapse import Collapser
+
+    monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)
+    path = next(p for p in CORPUS if "perf-g-small" in p)
+    cols = [Collapser(), Collapser()]
+    for c in iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3):
+        for col in cols:
+            col.add(c)
+    want, got = cols[0].profile(), cols[1].profile(final=True)
+    assert len(got) == len(want) > 0
+    for name in (*COLUMNS, "count"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert cols[1].time_max == cols[0].time_max
+    # the rows' chain ids (export groups stacks by them): equal exactly when the stacks are
+    ids = cols[1].row_chains
+    assert ids is not None and np.array_equal(ids, cols[0].row_chains) and len(ids) == len(got)
+    rows = [got.stack[got.stack_offsets[i]:got.stack_offsets[i + 1]].tobytes() for i in range(len(got))]
+    first: dict = {}
+    assert all(first.setdefault(c, r) == r for c, r in zip(ids.tolist(), rows))
+    assert len(set(first.values())) == len(first) > 1
+    assert all(np.array_equal(a, b) for a, b in zip(cols[1].period_histogram(), cols[0].period_histogram()))
+    assert (cols[1]._ncol, cols[1]._chains, cols[1]._parts) == (None, [], [])
+    with pytest.raises(ValueError, match="released"):
+        cols[1].profile()
+    with pytest.raises(ValueError, match="released"):
+        cols[1].add(want)
+    assert len(cols[0].profile()) == len(want)  # not final: asked again, the same rows
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+@pytest.mark.parametrize("aggregate", [True, False], ids=["aggregate", "no-aggregate"])
+def test_streamed_pprof_is_the_whole_message_gzipped(path, aggregate, tmp_path, monkeypatch):
+    """pprof.dump / write (the samples encoded and compressed a batch at a time)
+    against the row loop's whole message compressed at once by gzip: the same
+    bytes, with batches of 1 and 3 rows and the default."""
+    import gzip
+
+    from pmuscope.export import files, pprof
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    try:
+        ep, _event = files.load(path, kernel_symbols=False, aggregate=aggregate)
+    except PmuscopeError:
+        pytest.skip("not exportable (the CLI tests check its error)")
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    want = gzip.compress(pprof.encode(ep), compresslevel=6, mtime=0)
+    monkeypatch.delenv("PMUSCOPE_EXPORT_VECTOR")
+    for batch in (1, 3, pprof.SAMPLE_BATCH):
+        monkeypatch.setattr(pprof, "SAMPLE_BATCH", batch)
+        pieces = list(pprof.iter_encode(ep))  # sample types, a piece per batch, the rest
+        assert len(pieces) == len(ep.sample_types) + -(-len(ep) // batch) + 1
+        assert b"".join(pieces) == gzip.decompress(want)
+        assert pprof.dumps(ep) == want
+        out = tmp_path / f"{batch}.pb.gz"
+        assert pprof.write(ep, str(out)) == str(out) and out.read_bytes() == want
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=_id)
+def test_streamed_speedscope_and_folded_are_the_reference(path, tmp_path, monkeypatch):
+    """speedscope's JSON written in pieces (rows grouped with numpy, stacks as text a
+    batch at a time) against json.dumps of to_speedscope's document
+    (``PMUSCOPE_EXPORT_VECTOR=0``), and folded stacks made a batch of rows at a
+    time against one batch: the same text, with batches of 1 and 3 rows and the default."""
+    from pmuscope.export import files, model as em, speedscope
+
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    try:
+        ep, _event = files.load(path, kernel_symbols=False)
+    except PmuscopeError:
+        pytest.skip("not exportable (the CLI tests check its error)")
+    kinds = [None, *range(len(ep.sample_types))]
+    monkeypatch.setenv("PMUSCOPE_EXPORT_VECTOR", "0")
+    want = {k: speedscope.dumps(ep, sample_types=None if k is None else [k]) for k in kinds}
+    monkeypatch.delenv("PMUSCOPE_EXPORT_VECTOR")
+    monkeypatch.setattr(em, "FOLD_BATCH", max(len(ep), 1))
+    folded = [ep.folded(k, comm=c) for k in range(len(ep.sample_types)) for c in (False, True)]
+    for batch in (1, 3, speedscope.ROW_BATCH):
+        monkeypatch.setattr(speedscope, "ROW_BATCH", batch)
+        monkeypatch.setattr(em, "FOLD_BATCH", batch)
+        for k in kinds:
+            assert speedscope.dumps(ep, sample_types=None if k is None else [k]) == want[k]
+        out = tmp_path / f"{batch}.json"
+        assert speedscope.write(ep, str(out)) == str(out) and out.read_text() == want[None]
+        got = [ep.folded(k, comm=c) for k in range(len(ep.sample_types)) for c in (False, True)]
+        assert [list(f.items()) for f in got] == [list(f.items()) for f in folded]
 
 
 def test_weighted_median_is_numpy_median():
@@ -428,7 +520,8 @@ def test_junk_addresses_resolve_in_no_process(tmp_path):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=_id)
-@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "pprof", "--no-aggregate"]], ids=" ".join)
+@pytest.mark.parametrize("args", [["-f", "pprof"], ["-f", "pprof", "--no-aggregate"], ["-f", "speedscope"],
+                                  ["-f", "speedscope", "--event", "samples"]], ids=" ".join)
 def test_vectorized_pprof_is_the_row_loop_pprof(path, args, capsysbinary, monkeypatch):
     """The numpy pprof writer (grouping, samples, locations, strings) against the
     row-by-row reference, ``PMUSCOPE_EXPORT_VECTOR=0``: the same bytes."""

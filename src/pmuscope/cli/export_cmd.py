@@ -57,21 +57,8 @@ def _labels(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _write(data: bytes | str, path: str) -> None:
-    if path == "-":
-        if isinstance(data, bytes):
-            sys.stdout.buffer.write(data)
-        else:
-            sys.stdout.write(data)
-        sys.stdout.flush()
-        return
-    from ..outfile import write_output
-
-    write_output(path, data)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..export.files import DEFAULT_OUTPUT, load, push_once, render
+    from ..export.files import DEFAULT_OUTPUT, load, push_once, write
     from .report_cmd import apply_filters
 
     user_labels = _labels(args.label)  # checked before the (slow) load
@@ -88,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pmuscope export: warning: {args.input} holds no samples (after filters)", file=sys.stderr)
     out = args.output if args.output is not None or args.push else DEFAULT_OUTPUT[args.format]
     if out is not None:
-        _write(render(ep, args.format, event=args.event), out)
+        write(ep, args.format, out, event=args.event)
         if out != "-":
             print(f"pmuscope export: {args.format} written to {out} ({len(ep)} sample rows, "
                   f"{', '.join(f'{k}={v}' for k, v in ep.totals().items())})", file=sys.stderr)

@@ -63,18 +63,19 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
                                                    chunk_samples=model.COLLAPSE_CHUNK_SAMPLES):
                 col.add(select(chunk) if select is not None else chunk)
                 del chunk  # not alive while the next one is built
-            prof = col.profile()
+            prof = col.profile(final=True)
         else:  # PMUSCOPE_EXPORT_STREAM=0: the reference, every sample held
             prof = load_profile(pf, kernel_symbols=kernel_symbols)
     finally:
         pf.close()
     if select is not None and col is None:
         prof = select(prof)
-    from .model import from_profile
+    from .model import aggregate_rows, export_rows
 
-    ep = from_profile(prof, build_ids=build_ids, aggregate=aggregate, comments=[f"pmuscope export of {path}"],
-                      collapsed=col)
-    return ep, ",".join(prof.event_names)
+    label = ",".join(prof.event_names)
+    ep, stack_ids = export_rows(prof, build_ids=build_ids, comments=[f"pmuscope export of {path}"], collapsed=col)
+    del prof, col  # the profile's columns that ep does not share go before the merge's temporaries come
+    return (aggregate_rows(ep, stack_ids=stack_ids) if aggregate else ep.validate()), label
 
 
 def weight_column(ep: ExportProfile, event: str | None) -> int:
@@ -107,6 +108,25 @@ def render(ep: ExportProfile, fmt: str, *, event: str | None = None) -> bytes | 
 
         return format_folded(ep.folded(weight_column(ep, event), comm=True))
     raise errors.PmuscopeError(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+def write(ep: ExportProfile, fmt: str, path: str, *, event: str | None = None) -> None:
+    """Write ``ep`` in ``fmt`` to ``path`` (``-``: standard output) with the
+    rules of :func:`pmuscope.outfile.open_output`; the same bytes as
+    :func:`render`. pprof and speedscope are written as they are made."""
+    if fmt == "pprof":
+        from . import pprof
+
+        pprof.write(ep, path)
+        return
+    if fmt == "speedscope":
+        from . import speedscope
+
+        speedscope.write(ep, path, sample_types=None if event is None else [weight_column(ep, event)])
+        return
+    from ..outfile import write_output
+
+    write_output(path, render(ep, fmt, event=event))
 
 
 def push_once(ep: ExportProfile, url: str, app: str = "pmuscope", labels: Mapping[str, str] | None = None, *,

@@ -6,7 +6,7 @@ It is what the formats have in common and nothing more:
 - ``frames``: the distinct frames (:class:`Frame`: name, file, line, address,
   mapping, kernel flag); a frame id is an index into this list;
 - per sample *row* (a row may stand for many samples: its ``values`` say how
-  much): its stack as frame ids **leaf first** (callee → caller, the kernel's
+  much): its stack as frame ids (int32 or int64) **leaf first** (callee → caller, the kernel's
   and pprof's order) in ``stack[stack_offsets[i]:stack_offsets[i + 1]]``,
   its ``values`` (``int64[rows, len(sample_types)]``, one column per
   :attr:`ExportProfile.sample_types` entry), and optionally ``pid``, ``tid``,
@@ -34,6 +34,10 @@ from ..errors import FormatError
 
 #: event names whose samples weigh time (their period is in nanoseconds)
 CLOCK_EVENTS = ("cpu-clock", "task-clock")
+
+
+#: rows turned into folded lines at a time by :meth:`ExportProfile.folded`
+FOLD_BATCH = 1 << 13
 
 
 @dataclass(frozen=True)
@@ -123,18 +127,25 @@ class ExportProfile:
         k = self.sample_type_index(sample_type)
         names = [frame_name(f.name + ("_[k]" if f.kernel and not f.name.endswith("_[k]") else "")) for f in self.frames]
         out: Counter = Counter()
-        off = self.stack_offsets.tolist()
-        st = self.stack.tolist()
-        vals = self.values[:, k].tolist()
-        comm_col = self.comm.tolist() if (comm and self.comm is not None) else None
-        for i, v in enumerate(vals):
-            if not v:
-                continue
-            parts = [names[j] for j in reversed(st[off[i]:off[i + 1]])]
-            if comm_col is not None:
-                c = comm_col[i]
-                parts.insert(0, frame_name(self.comms[c]) if c >= 0 else "[unknown]")
-            out[";".join(parts)] += int(v)
+        off_all = np.asarray(self.stack_offsets, dtype=np.int64)
+        vals_all = self.values[:, k]
+        use_comm = comm and self.comm is not None
+        # a batch of rows at a time: Python ints of every frame id at once weighed ~40 bytes each
+        for r0 in range(0, len(self), FOLD_BATCH):
+            r1 = min(r0 + FOLD_BATCH, len(self))
+            s0 = int(off_all[r0])
+            off = (off_all[r0:r1 + 1] - s0).tolist()
+            st = self.stack[s0:int(off_all[r1])].tolist()
+            vals = vals_all[r0:r1].tolist()
+            comm_col = self.comm[r0:r1].tolist() if use_comm else None
+            for i, v in enumerate(vals):
+                if not v:
+                    continue
+                parts = [names[j] for j in reversed(st[off[i]:off[i + 1]])]
+                if comm_col is not None:
+                    c = comm_col[i]
+                    parts.insert(0, frame_name(self.comms[c]) if c >= 0 else "[unknown]")
+                out[";".join(parts)] += int(v)
         return out
 
     def sample_type_index(self, sample_type: int | str) -> int:
@@ -224,6 +235,16 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     ``p`` (rows standing for ``p.count`` samples each), for what needs every
     sample: the first event's median period and the newest time.
     """
+    out, stack_ids = export_rows(p, build_ids=build_ids, comments=comments, collapsed=collapsed)
+    return aggregate_rows(out, stack_ids=stack_ids) if aggregate else out.validate()
+
+
+def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Sequence[str] = (),
+                collapsed=None) -> tuple[ExportProfile, np.ndarray | None]:
+    """:func:`from_profile` before its rows are merged: ``(ExportProfile,
+    stack ids)``, the stack ids being what :func:`aggregate_rows` may group the
+    stacks by (a collapsed profile's chain ids) or None. For a caller that lets
+    the profile go before merging (the merge's temporaries then reuse its memory)."""
     n = len(p)
     cnt = p.count if collapsed is not None else None
     event_names = list(p.event_names)
@@ -291,7 +312,11 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         period_value = int(np.median(first)) if len(first) else 0
     cpu = np.asarray(p.cpu, dtype=np.int64) if getattr(p, "has_cpu", True) else None
     time = np.asarray(p.time, dtype=np.int64) if getattr(p, "has_time", True) else None
-    stack = np.asarray(frames_ids, dtype=np.int64)
+    # frame ids as the profile holds them (int32): shared, not copied (a 64-bit copy of a large
+    # recording's stacks was the biggest transient of an export)
+    stack = np.asarray(frames_ids)
+    if stack.dtype not in (np.int32, np.int64):
+        stack = stack.astype(np.int64)
     stack_offsets = np.asarray(offsets, dtype=np.int64)
     pid = np.asarray(p.pid, dtype=np.int64)
     tid = np.asarray(p.tid, dtype=np.int64)
@@ -309,7 +334,9 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
         comments=list(comments), default_sample_type=sample_types[1][0] if len(sample_types) > 1 else "",
         name=getattr(p, "source", "") or "pmuscope",
     )
-    return aggregate_rows(out) if aggregate else out.validate()
+    # collapsed rows whose stacks are interned chains: the chain ids group the stacks already
+    chains = getattr(collapsed, "row_chains", None) if collapsed is not None and p.has_callchain else None
+    return out, (chains if chains is not None and len(chains) == n else None)
 
 
 def vectorized() -> bool:
@@ -329,7 +356,7 @@ def _stack_ids_dict(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 #: rows hashed / checked per batch in :func:`_stack_ids` (bounds its temporaries)
-STACK_BATCH = 1 << 15
+STACK_BATCH = 1 << 13
 
 
 def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -372,36 +399,60 @@ def _stack_ids(stack: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return grp.astype(np.int64, copy=False)
 
 
+def _codes(c: np.ndarray) -> tuple[np.ndarray, int]:
+    """``np.unique(c, return_inverse=True)``'s inverse (each value's rank among the
+    distinct values) and the number of distinct values; by a table of the values'
+    range when it is small (labels, chain ids: no sort, fewer temporaries)."""
+    n = len(c)
+    lo, hi = int(c.min()), int(c.max())
+    if hi - lo < 2 * n + 65536:
+        d = c - lo
+        rank = np.zeros(hi - lo + 1, dtype=np.int64)
+        rank[d] = 1
+        np.cumsum(rank, out=rank)
+        return rank[d] - 1, int(rank[-1])
+    u, inv = np.unique(c, return_inverse=True)
+    return inv.reshape(-1), len(u)
+
+
 def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(first, inv)`` of the distinct rows of the int64 columns ``cols``:
     ``first`` the index of each group's first row (groups in any order),
     ``inv`` each row's group."""
-    codes = []
+    # one int64 key per row, column by column (each column's codes dropped once folded in)
+    key = np.zeros(len(cols[0]), dtype=np.int64)
     radix = 1
     for c in cols:
-        u, inv = np.unique(c, return_inverse=True)
-        codes.append((inv.reshape(-1).astype(np.int64), len(u)))
-        radix *= max(len(u), 1)
-    if radix < (1 << 62):
-        key = np.zeros(len(cols[0]), dtype=np.int64)
-        for inv, k in codes:
-            key = key * k + inv
-        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv, k = _codes(c)
+        radix *= max(k, 1)
+        if radix >= (1 << 62):
+            break
+        key *= k
+        key += inv.reshape(-1)
     else:
-        _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        return first, inv.reshape(-1)
+    del key
+    _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     return first, inv.reshape(-1)
 
 
-def aggregate_rows(ep: ExportProfile) -> ExportProfile:
+def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) -> ExportProfile:
     """Merge rows with the same stack and labels (pid, tid, cpu, comm), summing
-    their values; the merged row keeps the earliest time."""
+    their values; the merged row keeps the earliest time. ``stack_ids``: a
+    group id per row that is equal exactly when the rows' stacks are (a
+    collapser's chain ids), instead of hashing the stacks (not with
+    ``PMUSCOPE_EXPORT_VECTOR=0``: the reference always compares them)."""
     n = len(ep)
     if n == 0:
         return ep.validate()
     # a stack id per row: identical frame sequences share it
     lens = np.diff(ep.stack_offsets)
     vector = vectorized()
-    sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
+    if vector and stack_ids is not None:
+        sid = np.asarray(stack_ids, dtype=np.int64)
+    else:
+        sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
     cols = [sid]
     for name in ("pid", "tid", "cpu", "comm"):
         a = getattr(ep, name)

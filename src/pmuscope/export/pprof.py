@@ -15,7 +15,11 @@ Layout written (field numbers from profile.proto): ``sample_type`` (1) per
 
 from __future__ import annotations
 
-import gzip
+import io
+import os
+import struct
+import zlib
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -104,7 +108,7 @@ def _value_type(st: StringTable, t: tuple[str, str]) -> bytes:
     return field_varint(1, st(t[0])) + field_varint(2, st(t[1]))
 
 
-def _samples_loop(ep: ExportProfile, out: list, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> None:
+def _samples_loop(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> Iterator[bytes]:
     """The Sample messages of ``ep``, one row at a time (the reference of :func:`_samples`)."""
     k_pid, k_tid, k_cpu, k_comm = keys
     n = len(ep)
@@ -128,11 +132,12 @@ def _samples_loop(ep: ExportProfile, out: list, label, comm_idx: list[int], keys
         if comm_col is not None and comm_col[i] >= 0:
             body.append(label(k_comm, comm_idx[comm_col[i]], True))
         msg = b"".join(body)
-        out.append(sample_key + varint(len(msg)) + msg)
+        yield sample_key + varint(len(msg)) + msg
 
 
-#: rows per vectorized batch (bounds the index arrays: ~40 bytes per output byte of a batch)
-SAMPLE_BATCH = 1 << 15
+#: rows per vectorized batch: bounds the temporaries (the index arrays take ~40 bytes per
+#: output byte of a batch, a row of a deep stack ~40 output bytes: ~6 MB at 4096 rows)
+SAMPLE_BATCH = 1 << 12
 
 
 def _gather(out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.ndarray, lens: np.ndarray) -> None:
@@ -145,21 +150,20 @@ def _gather(out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.nda
     out[np.repeat(dst, lens) + step] = src[np.repeat(src_start, lens) + step]
 
 
-def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> list[bytes]:
+def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int, int, int]) -> Iterator[bytes]:
     """The Sample messages of ``ep`` (the same bytes as :func:`_samples_loop`),
-    built with numpy a batch of rows at a time: each message is its key, its
-    length, then ``location_id`` (when the stack is not empty), ``value`` and the
-    labels; labels come from a pool of each distinct value's encoding."""
+    built with numpy :data:`SAMPLE_BATCH` rows at a time, one bytes object per
+    batch: each message is its key, its length, then ``location_id`` (when the
+    stack is not empty), ``value`` and the labels; labels come from a pool of
+    each distinct value's encoding. Only the label columns' pool indices are
+    made for every row at once; the rest is the batch's."""
     k_pid, k_tid, k_cpu, k_comm = keys
     n = len(ep)
     if not n:
-        return []
+        return
     stack_off = np.asarray(ep.stack_offsets, dtype=np.int64)
     k = ep.values.shape[1]
-    val_bytes, val_boff = varints(ep.values.reshape(-1))
-    val_src = np.frombuffer(val_bytes, dtype=np.uint8)
-    val_off = val_boff[::k] if k else np.zeros(n + 1, dtype=np.int64)
-    # label columns: (pool bytes, pool offset per row, length per row: 0 = no label)
+    # label columns: (pool bytes, pool offsets, pool lengths (0 = no label), each row's pool entry)
     labels = []
     cols = [(key, getattr(ep, name), False) for key, name in ((k_pid, "pid"), (k_tid, "tid"), (k_cpu, "cpu"))
             if getattr(ep, name) is not None]
@@ -170,9 +174,8 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
         enc = [label(key, comm_idx[v] if is_str else v, is_str) if v >= 0 else b"" for v in u.tolist()]
         plen = np.array([len(e) for e in enc], dtype=np.int64)
         poff = np.cumsum(plen) - plen
-        inv = inv.reshape(-1)
-        labels.append((np.frombuffer(b"".join(enc), dtype=np.uint8), poff[inv], plen[inv]))
-    out: list[bytes] = []
+        inv = inv.reshape(-1).astype(np.int32 if len(u) < (1 << 31) else np.int64)
+        labels.append((np.frombuffer(b"".join(enc), dtype=np.uint8), poff, plen, inv))
     for r0 in range(0, n, SAMPLE_BATCH):
         r1 = min(r0 + SAMPLE_BATCH, n)
         s0, s1 = int(stack_off[r0]), int(stack_off[r1])
@@ -180,15 +183,18 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
         loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
         loc_off = loc_boff[stack_off[r0:r1 + 1] - s0]
         loc_a, loc_len = loc_off[:-1], np.diff(loc_off)
-        val_a, val_len = val_off[r0:r1], np.diff(val_off[r0:r1 + 1])
+        val_bytes, val_boff = varints(ep.values[r0:r1].reshape(-1))  # this batch's values
+        val_off = val_boff[::k] if k else np.zeros(r1 - r0 + 1, dtype=np.int64)
+        val_a, val_len = val_off[:-1], np.diff(val_off)
         lh_bytes, lh_off = varints(loc_len)
         lh_len = np.diff(lh_off)
         lh_len[loc_len == 0] = 0  # an empty stack: no location_id field at all
         vh_bytes, vh_off = varints(val_len)
         vh_len = np.diff(vh_off)
         msg = (lh_len + (loc_len > 0)) + loc_len + (1 + vh_len) + val_len
-        for _pool, _po, pl in labels:
-            msg = msg + pl[r0:r1]
+        lab = [(pool, poff[inv[r0:r1]], plen[inv[r0:r1]]) for pool, poff, plen, inv in labels]
+        for _pool, _po, pl in lab:
+            msg = msg + pl
         mh_bytes, mh_off = varints(msg)
         mh_len = np.diff(mh_off)
         total = 1 + mh_len + msg
@@ -205,13 +211,12 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
         buf[pos] = 0x12  # Sample.value
         _gather(buf, pos + 1, np.frombuffer(vh_bytes, dtype=np.uint8), vh_off[:-1], vh_len)
         pos = pos + 1 + vh_len
-        _gather(buf, pos, val_src, val_a, val_len)
+        _gather(buf, pos, np.frombuffer(val_bytes, dtype=np.uint8), val_a, val_len)
         pos = pos + val_len
-        for pool, po, pl in labels:
-            _gather(buf, pos, pool, po[r0:r1], pl[r0:r1])
-            pos = pos + pl[r0:r1]
-        out.append(buf.tobytes())
-    return out
+        for pool, po, pl in lab:
+            _gather(buf, pos, pool, po, pl)
+            pos = pos + pl
+        yield buf.tobytes()
 
 
 # -- vectorized messages: a "part" is (source bytes, start per row, length per row); _rows
@@ -305,11 +310,16 @@ def _locations_and_functions(ep: ExportProfile, st: StringTable) -> list[bytes] 
 
 def encode(ep: ExportProfile) -> bytes:
     """The serialized (not compressed) Profile message of ``ep``."""
+    return b"".join(iter_encode(ep))
+
+
+def iter_encode(ep: ExportProfile) -> Iterator[bytes]:
+    """The serialized Profile message of ``ep`` in pieces (joined: :func:`encode`),
+    the samples a batch of rows at a time, so that the whole message is never held."""
     ep.validate()
     st = StringTable()
-    out: list[bytes] = []
     for t in ep.sample_types:
-        out.append(field_bytes(1, _value_type(st, t)))
+        yield field_bytes(1, _value_type(st, t))
 
     # labels are few distinct values: cache their encodings
     k_pid, k_tid, k_cpu, k_comm = st("pid"), st("tid"), st("cpu"), st("comm")
@@ -325,9 +335,10 @@ def encode(ep: ExportProfile) -> bytes:
 
     comm_idx = [st(c) for c in ep.comms]
     if vectorized():
-        out.extend(_samples(ep, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm)))
+        yield from _samples(ep, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm))
     else:
-        _samples_loop(ep, out, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm))
+        yield from _samples_loop(ep, label, comm_idx, (k_pid, k_tid, k_cpu, k_comm))
+    out: list[bytes] = []  # the mappings, locations and functions: small (one per DSO / frame)
 
     for mid, m in enumerate(ep.mappings, 1):
         body = (field_varint(1, mid) + field_varint(2, m.memory_start) + field_varint(3, m.memory_limit)
@@ -370,7 +381,7 @@ def encode(ep: ExportProfile) -> bytes:
                          (data, np.cumsum(lens) - lens, lens)])[0].tobytes()
     else:
         strings = b"".join(field_bytes(6, _utf8(s)) for s in st.strings)
-    return b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
+    yield b"".join(out) + strings + b"".join(tail) + b"".join(field_varint(13, c) for c in comments)
 
 
 def _utf8(s: str) -> bytes:
@@ -382,12 +393,55 @@ def _utf8(s: str) -> bytes:
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
+_GZIP_HEADER: list[bytes] = []
+
+
+def _gzip_header() -> bytes:
+    """The 10-byte header ``gzip.compress(data, compresslevel=6, mtime=0)``
+    writes with this Python (its OS byte is zlib's on 3.11+, 255 before),
+    taken from gzip itself: then the deflate body (level 6, the whole input) and
+    the CRC-32 and size trailer are the same on every version."""
+    if not _GZIP_HEADER:
+        import gzip
+
+        _GZIP_HEADER.append(gzip.compress(b"", compresslevel=6, mtime=0)[:10])
+    return _GZIP_HEADER[0]
+
+
+def dump(ep: ExportProfile, f: BinaryIO) -> int:
+    """Write the gzipped Profile to the binary file ``f`` as it is encoded (the
+    message and its compressed copy are never held whole); the bytes are those
+    of :func:`dumps`, ``gzip.compress(encode(ep), compresslevel=6, mtime=0)``
+    (deflate's output does not depend on how its input is split). Returns the
+    number of bytes written."""
+    comp = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    crc, size = 0, 0
+    head = _gzip_header()
+    f.write(head)
+    written = len(head)
+    for piece in iter_encode(ep):
+        crc = zlib.crc32(piece, crc)
+        size += len(piece)
+        z = comp.compress(piece)
+        if z:
+            f.write(z)
+            written += len(z)
+    z = comp.flush() + struct.pack("<LL", crc, size & 0xFFFFFFFF)
+    f.write(z)
+    return written + len(z)
+
+
 def dumps(ep: ExportProfile) -> bytes:
     """Gzipped Profile (what ``go tool pprof``, Pyroscope and Parca read)."""
-    return gzip.compress(encode(ep), compresslevel=6, mtime=0)
+    buf = io.BytesIO()
+    dump(ep, buf)
+    return buf.getvalue()
 
 
 def write(ep: ExportProfile, path: str) -> str:
-    from ..outfile import write_output
+    """Write the gzipped Profile to ``path`` (``-``: standard output) as it is encoded."""
+    from ..outfile import open_output
 
-    return write_output(path, dumps(ep))
+    with open_output(path, "wb") as out:
+        dump(ep, out)
+    return os.fspath(path)

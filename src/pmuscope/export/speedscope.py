@@ -1,15 +1,23 @@
 """speedscope's file format (``https://www.speedscope.app/file-format-schema.json``,
 ``src/lib/file-format-spec.ts``): ``shared.frames`` and one ``sampled``
-profile per thread and sample type, samples root → leaf in time order."""
+profile per thread and sample type, samples root → leaf in time order.
+
+:func:`dumps` / :func:`write` produce the JSON text of :func:`to_speedscope`'s
+document in pieces (:func:`iter_json`): the rows grouped with numpy and each
+profile's ``samples`` written a batch of rows at a time, so neither a Python
+list per frame id nor the whole text is held; ``PMUSCOPE_EXPORT_VECTOR=0``
+serializes the document with ``json.dumps`` instead (the reference, the same text).
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Iterator
 
 import numpy as np
 
 from .. import __version__
-from .model import ExportProfile
+from .model import ExportProfile, vectorized
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 #: speedscope's ValueUnit values
@@ -20,11 +28,7 @@ def _unit(u: str) -> str:
     return u if u in UNITS else "none"
 
 
-def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -> dict:
-    """The speedscope JSON document of ``ep``: one profile per (thread,
-    sample type); ``sample_types`` selects columns (default: every column
-    except ``samples/count`` when there are others)."""
-    ep.validate()
+def _frames(ep: ExportProfile) -> list[dict]:
     frames = []
     for f in ep.frames:
         fr: dict = {"name": f.name + (" [k]" if f.kernel else "")}
@@ -33,10 +37,24 @@ def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -
         if f.line:
             fr["line"] = int(f.line)
         frames.append(fr)
+    return frames
+
+
+def _columns(ep: ExportProfile, sample_types: list[int] | None) -> list[int]:
     if sample_types is None:
         sample_types = list(range(len(ep.sample_types)))
         if len(sample_types) > 1 and ep.sample_types[0] == ("samples", "count"):
             sample_types = sample_types[1:]
+    return sample_types
+
+
+def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -> dict:
+    """The speedscope JSON document of ``ep``: one profile per (thread,
+    sample type); ``sample_types`` selects columns (default: every column
+    except ``samples/count`` when there are others)."""
+    ep.validate()
+    frames = _frames(ep)
+    sample_types = _columns(ep, sample_types)
     n = len(ep)
     tid = np.asarray(ep.tid, dtype=np.int64) if ep.tid is not None else np.full(n, -1, dtype=np.int64)
     order = np.argsort(np.asarray(ep.time, dtype=np.int64), kind="stable") if ep.time is not None else np.arange(n)
@@ -81,11 +99,93 @@ def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -
     }
 
 
+#: rows whose stacks are turned into JSON text at a time by :func:`iter_json`
+ROW_BATCH = 1 << 13
+
+
+def _profile_rows(ep: ExportProfile, sample_types: list[int]) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+    """``(name, unit, rows, weights)`` of each profile :func:`to_speedscope` makes, in its
+    order: per sample type, per thread (ascending tid), the rows with a nonzero
+    value in time order (ties: row order)."""
+    n = len(ep)
+    tid = np.asarray(ep.tid, dtype=np.int64) if ep.tid is not None else np.full(n, -1, dtype=np.int64)
+    order = np.argsort(np.asarray(ep.time, dtype=np.int64), kind="stable") if ep.time is not None else np.arange(n)
+    comm_of: dict[int, str] = {}  # a thread's name: the comm of its first row (in row order) that has one
+    if ep.comm is not None:
+        comm = np.asarray(ep.comm, dtype=np.int64)
+        has = np.flatnonzero(comm >= 0)
+        ut, first = np.unique(tid[has], return_index=True)
+        comm_of = {t: ep.comms[c] for t, c in zip(ut.tolist(), comm[has[first]].tolist())}
+    tid_o = tid[order]
+    for k in sample_types:
+        kind, unit = ep.sample_types[k]
+        col = ep.values[:, k]
+        sel = order[col[order] != 0]  # time order, then grouped by thread (stable)
+        by = np.argsort(tid_o[col[order] != 0], kind="stable")
+        sel = sel[by]
+        ts, starts = np.unique(tid[sel], return_index=True)
+        ends = np.append(starts[1:], len(sel))
+        for t, a, b in zip(ts.tolist(), starts.tolist(), ends.tolist()):
+            thread = f"{comm_of[t]} ({t})" if t in comm_of else (f"tid {t}" if t >= 0 else "all threads")
+            yield f"{thread} — {kind}", _unit(unit), sel[a:b], col
+
+
+def _stack_texts(ep: ExportProfile, rows: np.ndarray, ids: list[str]) -> str:
+    """``rows``' stacks root first as JSON arrays, comma-separated (json.dumps's text)."""
+    off = np.asarray(ep.stack_offsets, dtype=np.int64)
+    lens = off[rows + 1] - off[rows]
+    ends = np.cumsum(lens)
+    # each row's frame ids from its last (the root) to its first (the leaf)
+    idx = np.repeat(off[rows + 1] - 1 + (ends - lens), lens) - np.arange(int(ends[-1]) if len(ends) else 0)
+    flat = [ids[j] for j in ep.stack[idx].tolist()]
+    bounds = [0, *ends.tolist()]
+    return ",".join(["[" + ",".join(flat[bounds[i]:bounds[i + 1]]) + "]" for i in range(len(rows))])
+
+
+def iter_json(ep: ExportProfile, *, sample_types: list[int] | None = None) -> Iterator[str]:
+    """``json.dumps(to_speedscope(ep, sample_types=...), separators=(",", ":"))`` in
+    pieces: the profiles' ``samples`` and ``weights`` :data:`ROW_BATCH` rows at a time."""
+    ep.validate()
+    sep = (",", ":")
+    yield (f'{{"$schema":{json.dumps(SCHEMA)},"shared":{json.dumps({"frames": _frames(ep)}, separators=sep)}'
+           ',"profiles":[')
+    ids = [str(i) for i in range(len(ep.frames))]
+    for p, (name, unit, rows, col) in enumerate(_profile_rows(ep, _columns(ep, sample_types))):
+        batches = [(a, min(a + ROW_BATCH, len(rows))) for a in range(0, len(rows), ROW_BATCH)]
+        end = sum(sum(col[rows[a:b]].tolist()) for a, b in batches)  # Python ints: no int64 overflow
+        yield (f'{"," if p else ""}{{"type":"sampled","name":{json.dumps(name)},"unit":{json.dumps(unit)},'
+               f'"startValue":0,"endValue":{end},"samples":[')
+        for j, (a, b) in enumerate(batches):
+            yield ("," if j else "") + _stack_texts(ep, rows[a:b], ids)
+        yield '],"weights":['
+        for j, (a, b) in enumerate(batches):
+            yield ("," if j else "") + ",".join(map(str, col[rows[a:b]].tolist()))
+        yield "]}"
+    yield (f'],"name":{json.dumps(ep.name)},"activeProfileIndex":0,'
+           f'"exporter":{json.dumps(f"pmuscope@{__version__}")}}}')
+
+
 def dumps(ep: ExportProfile, **kwargs) -> str:
+    if vectorized():
+        return "".join(iter_json(ep, **kwargs))
     return json.dumps(to_speedscope(ep, **kwargs), separators=(",", ":"))
 
 
-def write(ep: ExportProfile, path: str, **kwargs) -> str:
-    from ..outfile import write_output
+def dump(ep: ExportProfile, f, **kwargs) -> None:
+    """Write :func:`dumps`'s text to the text file ``f`` as it is made."""
+    if not vectorized():
+        f.write(dumps(ep, **kwargs))
+        return
+    for piece in iter_json(ep, **kwargs):
+        f.write(piece)
 
-    return write_output(path, dumps(ep, **kwargs))
+
+def write(ep: ExportProfile, path: str, **kwargs) -> str:
+    """Write the speedscope JSON to ``path`` (``-``: standard output) as it is made."""
+    import os
+
+    from ..outfile import open_output
+
+    with open_output(path, "w") as out:
+        dump(ep, out, **kwargs)
+    return os.fspath(path)

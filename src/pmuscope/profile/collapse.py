@@ -93,6 +93,10 @@ class Collapser:
         self._nat = _native_resolve()
         self._nkeys = tuple(k for k in self.keys if k != "chain")
         self._ncol = self._nat.collapse_new(len(self._nkeys)) if self._nat is not None else None
+        self._final = False
+        #: after :meth:`profile`: each row's interned call chain id when the rows' stacks are
+        #: those chains (equal ids, equal stacks and the other way round), else None
+        self.row_chains: np.ndarray | None = None
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -116,6 +120,8 @@ class Collapser:
 
     def add(self, c: Profile) -> None:
         """Collapse one chunk into the rows."""
+        if self._final:
+            raise ValueError("the collapser was released by profile(final=True)")
         # what profile() needs of the chunk (its frame table, names, totals), not its
         # samples: the next chunk is then built without this one alive
         self.last = c.select(np.zeros(0, dtype=np.int64))
@@ -159,9 +165,12 @@ class Collapser:
                                np.ascontiguousarray(c.tid, dtype=np.int64))
         self._seen += n
 
-    def _native_rows(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        """The C rows (in first-sample order) as columns, and the chains (frames, offsets)."""
+    def _native_rows(self, final: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The C rows (in first-sample order) as columns, and the chains (frames,
+        offsets); ``final``: the C tables are freed once copied out, before the columns are made."""
         rk, period, count, first, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol)
+        if final:
+            self._ncol = None  # the capsule's destructor frees the C tables
         first = np.frombuffer(first, dtype=np.int64)
         w = len(self._nkeys) + 1
         mat = np.frombuffer(rk, dtype=np.int64).reshape(len(first), w)
@@ -178,13 +187,21 @@ class Collapser:
             self._parts = [_reduce(cols, self.keys)]
         self._rows = self._merged_rows = len(self._parts[0]["first"]) if self._parts else 0
 
-    def profile(self) -> Profile:
-        """The collapsed profile of every chunk added (rows by first sample)."""
+    def profile(self, *, final: bool = False) -> Profile:
+        """The collapsed profile of every chunk added (rows by first sample).
+        ``final``: no chunk is added nor profile asked for after this one, so the
+        collapsing state (the rows' hash table, the interned chains) is freed as
+        soon as the rows are read out, before the profile's columns are built;
+        :meth:`period_histogram`, :attr:`time_max` and :attr:`time_min` stay."""
         last = self.last
         if last is None:
             raise ValueError("no chunk was added")
-        if self._ncol is not None:
-            cols, flat, coff = self._native_rows()
+        if self._final:
+            raise ValueError("the collapser was released by profile(final=True)")
+        self._final = final
+        native = self._ncol is not None
+        if native:
+            cols, flat, coff = self._native_rows(final)
             if not len(cols["first"]):
                 return last.select(np.zeros(0, dtype=np.int64))
             nrows = len(cols["first"])
@@ -196,6 +213,8 @@ class Collapser:
                 return last.select(np.zeros(0, dtype=np.int64))
             order = np.argsort(cols["first"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
+            if final:
+                self._parts = []
             nrows = len(order)
             have_chains = bool(self._chains)
         if "tid" not in cols:
@@ -204,14 +223,18 @@ class Collapser:
             if k not in cols:
                 cols[k] = np.zeros(nrows, dtype=np.int64)
         if last.has_callchain and have_chains:
-            if self._ncol is None:
+            if not native:
                 lens = np.fromiter((len(x) for x in self._chains), dtype=np.int64, count=len(self._chains))
                 coff = np.zeros(len(lens) + 1, dtype=np.int64)
                 np.cumsum(lens, out=coff[1:])
                 flat = np.concatenate(self._chains).astype(np.int32, copy=False)
+            if final:
+                self._chains, self._chain_ids = [], {}
             stack, st_off = _take_flat(flat, coff, cols["chain"])
+            self.row_chains = cols["chain"]
         else:
             stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
+            self.row_chains = None
         leaf = cols["leaf"].astype(np.int32)
         return Profile(
             pid=cols["pid"], tid=cols["tid"], cpu=cols["cpu"].astype(np.int32), time=cols["time"],
