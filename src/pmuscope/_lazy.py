@@ -11,6 +11,7 @@ paths (``import numpy`` is ~35-65 ms, more than a whole ``pmuscope stat``).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -67,13 +68,22 @@ def numpy(one_blas_thread: bool | None = None):
         return np
     if one_blas_thread is None:
         one_blas_thread = ONE_BLAS_THREAD
-    if not one_blas_thread or any(v in os.environ for v in BLAS_THREADS):
-        import numpy as np
-
-        return np
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    # no garbage collection while numpy's ~150 modules load: their objects all live on, and
+    # the ~30 collections the allocations set off (each rescanning what the last kept)
+    # cost 2-3 ms of every command that reads a recording
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        import numpy as np
+        if not one_blas_thread or any(v in os.environ for v in BLAS_THREADS):
+            import numpy as np
+
+            return np
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            import numpy as np
+        finally:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        return np
     finally:
-        os.environ.pop("OPENBLAS_NUM_THREADS", None)
-    return np
+        if collecting:
+            gc.enable()

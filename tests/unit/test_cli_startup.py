@@ -36,6 +36,23 @@ def test_a_pool_size_the_user_chose_is_kept():
     assert var == "2"
 
 
+GC_PROBE = ("import gc, sys\n"
+            "from pmuscope import _lazy\n"
+            "runs = []\n"
+            "gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(1))\n"
+            "DISABLE\n"
+            "_lazy.numpy()\n"
+            "print('numpy' in sys.modules, len(runs), gc.isenabled())\n")
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["gc-on", "gc-off-before"])
+def test_numpy_loads_without_garbage_collections_and_leaves_the_collector_as_it_was(disabled):
+    code = GC_PROBE.replace("DISABLE", "gc.disable()" if disabled else "pass")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "0", str(not disabled)]
+
+
 def test_file_reading_commands_ask_for_numpy_first():
     # report imports numpy itself, only when its numpy-free path for small files
     # declines (tests/unit/test_report_lite.py)
