@@ -4,6 +4,7 @@ on small user-only recordings of Linux perf, against ``perf script`` on the same
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,4 +55,19 @@ def test_lite_script_is_perf_script(recording, argv):
     ours = subprocess.run([sys.executable, "-m", "pmuscope", "script", *argv, "-i", path], capture_output=True,
                           env=env, timeout=120)
     assert ours.returncode == 0 and ours.stderr == b"", ours.stderr[-300:]
-    assert ours.stdout == theirs.stdout
+    assert _plt_got_as_perf_61(ours.stdout, theirs.stdout) == theirs.stdout
+
+
+def _plt_got_as_perf_61(ours: bytes, theirs: bytes) -> bytes:
+    """``ours`` with each line that differs from perf's only by naming a PLT stub
+    where perf prints ``[unknown]`` given perf's line. A sample that lands in
+    ``.plt.got`` (libpython has one) is ``name@plt`` to pmuscope, as objdump and
+    perf 6.3 on name it; perf 6.1 leaves those stubs unnamed
+    (tests/live/test_symbols_live.py, test_plt_entries_match_objdump)."""
+    a, b = ours.split(b"\n"), theirs.split(b"\n")
+    if len(a) != len(b):
+        return ours
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and b"[unknown]" in y and re.sub(rb"(?<= )\S+@plt(\+0x[0-9a-f]+)?(?= |$)", b"[unknown]", x) == y:
+            a[i] = y
+    return b"\n".join(a)
