@@ -5,8 +5,8 @@ resolution, streamed and collapsed reports and exports, the C script formatter,
 the numpy-free small-file report and script), each with a reference path an
 environment switch selects. The tests compare them on the corpus and on chosen
 damages; this campaign compares them on random ones. Each case takes a file
-(1-3 integer fields set to edge or random values as tests/fieldfuzz.py lists
-them, sometimes truncated), runs one command in this process under the default
+(fuzz_perfdata.py's mutation: 1-4 integer fields set to edge or random values,
+sometimes a cut or a record's bytes copied over another), runs one command in this process under the default
 paths and under every reference switch, and compares exit code, standard output
 and standard error. Mismatching inputs are saved under --out.
 
@@ -33,15 +33,16 @@ import io
 import os
 import random
 import signal
-import struct
 import sys
 import tempfile
 import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tests.fieldfuzz import edges, fields  # noqa: E402
+from fuzz_perfdata import mutate  # noqa: E402
+from tests.fieldfuzz import fields  # noqa: E402
 from tests.unit.test_perfdata_field_fuzz import CORPUS, Hang, _alarm  # noqa: E402
 
 #: every reference switch of the readers (the numpy record decoder is a module flag)
@@ -181,17 +182,9 @@ def main(argv=None) -> int:
         path = os.path.join(tmp, "m.data")
         while time.monotonic() - t0 < a.seconds:
             name, data, flds = rng.choice(corpus)
-            buf, what = bytearray(data), []
-            for off, width, field in rng.sample(flds, min(len(flds), rng.randint(1, 3))):
-                v = rng.choice(edges(width, len(data))) if rng.random() < 0.7 else rng.getrandbits(8 * width)
-                struct.pack_into({2: "<H", 4: "<I", 8: "<Q"}[width], buf, off, v)
-                what.append(f"{field}={v:#x}")
-            if rng.random() < 0.1:
-                cut = rng.randrange(len(buf))
-                del buf[cut:]
-                what.append(f"truncated@{cut}")
+            buf, what = mutate(data, flds, rng)  # fuzz_perfdata's: 1-4 fields, a cut or a copied record
             with open(path, "wb") as f:
-                f.write(bytes(buf))
+                f.write(buf)
             cmd = [*rng.choice(COMMANDS[a.mode]), "-i", path]
             if cmd[0] == "script":
                 cmd = _fields_joined(cmd)
@@ -216,7 +209,7 @@ def main(argv=None) -> int:
             os.makedirs(a.out, exist_ok=True)
             keep = os.path.join(a.out, f"case{len(found)}.data")
             with open(keep, "wb") as f:
-                f.write(bytes(buf))
+                f.write(buf)
             part = "exit code" if got[0] != ref[0] else "stdout" if got[1] != ref[1] else "stderr"
             found.append(f"{keep} ({name}: {'; '.join(what)}) `{' '.join(cmd[:-2])}`: {part} differs"
                          + (f" ({got[0] if isinstance(got[0], str) else ref[0]})" if crashed else ""))
