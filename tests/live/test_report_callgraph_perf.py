@@ -116,6 +116,23 @@ def parse_trees(text: str) -> dict:
     return rows
 
 
+def lone_run(node: list, overhead: float) -> list:
+    """``node`` with its lone run of entries extended through every child that
+    holds all but TOLERANCE points of the row: a branch of a sample or two below
+    it (drawn or not) does not cut the run. For comparing call graphs unwound by
+    DWARF, where one tool may unwind a rare sample further than the other (perf
+    6.1's libunwind stopped an exit-handler sample at a bogus frame, pmuscope
+    reached ``_start``): the rest of the tree compares as usual."""
+    entries, share, kids = list(node[0]), node[1], node[2]
+    while kids:
+        top = max(kids, key=lambda k: k[1] or 0.0)
+        if (top[1] or 0.0) < overhead - TOLERANCE:
+            break
+        entries += top[0]
+        kids = top[2]
+    return [entries, share, kids]
+
+
 def _compare_branches(theirs: list, ours: list, where: str, depth: int = 0) -> int:
     """perf's branches at MIN_BRANCH% or more are ours too (entries equal,
     shares within TOLERANCE), two levels down; returns how many were compared."""
