@@ -321,12 +321,11 @@ def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Seq
     pid = np.asarray(p.pid, dtype=np.int64)
     tid = np.asarray(p.tid, dtype=np.int64)
     comm = np.asarray(p.comm, dtype=np.int64)
-    t0 = int(time.min()) if time is not None and n and time.any() else 0
+    t0 = int(time.min()) if time is not None and n else 0
     t1 = int(time.max()) if time is not None and n else 0
     if time is not None and n and collapsed is not None:
         # a row's time is its first sample's: the oldest and newest of every sample
-        t0 = collapsed.time_min if collapsed.time_any else 0
-        t1 = collapsed.time_max
+        t0, t1 = collapsed.time_min, collapsed.time_max
     out = ExportProfile(
         sample_types=sample_types, frames=frames, stack=stack, stack_offsets=stack_offsets, values=values,
         pid=pid, tid=tid, cpu=cpu, time=time, comm=comm, comms=list(p.comms), mappings=mappings,
@@ -335,7 +334,7 @@ def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Seq
         name=getattr(p, "source", "") or "pmuscope",
     )
     # collapsed rows whose stacks are interned chains: the chain ids group the stacks already
-    chains = getattr(collapsed, "row_chains", None) if collapsed is not None and p.has_callchain else None
+    chains = collapsed.row_chains if collapsed is not None and p.has_callchain else None
     return out, (chains if chains is not None and len(chains) == n else None)
 
 

@@ -84,9 +84,8 @@ class Collapser:
         #: signed 64-bit numbers the export's time column holds (a damaged time of 2^64 - 1
         #: is -1 there, as it is to every other reader of that column)
         self.time_max: int | None = None
-        #: the oldest sample time (compared as time_max), and whether any is not 0
+        #: the oldest sample time (compared as time_max)
         self.time_min: int | None = None
-        self.time_any = False
         self._p0: list[tuple[np.ndarray, np.ndarray]] = []  # (period, samples) of event 0, by chunk
         # rows and chains in one C hash table each (collapse_add), kept across chunks;
         # PMUSCOPE_NATIVE_RESOLVE=0: the numpy path (sort, reduce, merge when doubled)
@@ -132,7 +131,6 @@ class Collapser:
         tmax, tmin = int(t.max()), int(t.min())
         self.time_max = tmax if self.time_max is None else max(self.time_max, tmax)
         self.time_min = tmin if self.time_min is None else min(self.time_min, tmin)
-        self.time_any = self.time_any or bool(t.any())
         self._p0.append(_histogram(c.period[c.event == 0], None if c.count is None else c.count[c.event == 0]))
         if len(self._p0) >= 32:
             self._p0 = [_merge_histograms(self._p0)]
