@@ -71,19 +71,16 @@ def numpy(one_blas_thread: bool | None = None):
     # no garbage collection while numpy's ~150 modules load: their objects all live on, and
     # the ~30 collections the allocations set off (each rescanning what the last kept)
     # cost 2-3 ms of every command that reads a recording
+    one_thread = one_blas_thread and not any(v in os.environ for v in BLAS_THREADS)
     collecting = gc.isenabled()
     gc.disable()
-    try:
-        if not one_blas_thread or any(v in os.environ for v in BLAS_THREADS):
-            import numpy as np
-
-            return np
+    if one_thread:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-        try:
-            import numpy as np
-        finally:
-            os.environ.pop("OPENBLAS_NUM_THREADS", None)
-        return np
+    try:
+        import numpy as np
     finally:
+        if one_thread:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
         if collecting:
             gc.enable()
+    return np
