@@ -407,8 +407,8 @@ class PerfDataFile:
         self._read_features()
         self._read_attrs()
         if bad_attrs is not None:
-            descs = self.features.get(Feature.EVENT_DESC)
-            if not isinstance(descs, list) or not descs:
+            descs = self.parsed_feature(Feature.EVENT_DESC)
+            if not descs:
                 raise bad_attrs
             _warn(f"{bad_attrs}; the events were read from the EVENT_DESC header section")
             self.attrs = [PerfDataAttr(i, d.attr, list(d.ids), d.name) for i, d in enumerate(descs)]
@@ -546,9 +546,7 @@ class PerfDataFile:
             self._decomp_limit = max(self._decomp_limit, 4 * value.mmap_len)
 
     def _assign_names(self) -> None:
-        descs = self.features.get(Feature.EVENT_DESC)
-        if not isinstance(descs, list):  # absent, or kept as bytes by strict=False
-            descs = []
+        descs = self.parsed_feature(Feature.EVENT_DESC) or []
         by_id = {}
         for d in descs:
             for i in d.ids:

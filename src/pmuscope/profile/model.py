@@ -1424,14 +1424,15 @@ class _Opened:
                 pf, own, path_or_file = spe, True, spe
             self.pf, self.own = pf, own
             if symbolizer is None:
-                ks = kernel_symbols if kernel_symbols is not None else _same_kernel(pf)
+                here = _same_kernel(pf)
+                ks = kernel_symbols if kernel_symbols is not None else here
                 # the running kernel's vdso image names [vdso] addresses of its own recordings only
                 # the kernel's table is loaded when a kernel address needs it: kept for this
                 # boot, it is mapped then; else kallsyms is read in a thread from now on
                 # (mostly kernel time, overlapping the decoding)
                 kernel = False if not ks else load_kernel_symbols if kernel_table_kept() else \
                     _background(load_kernel_symbols)
-                symbolizer = Symbolizer(kernel=kernel, vdso=_same_kernel(pf))
+                symbolizer = Symbolizer(kernel=kernel, vdso=here)
             self.symbolizer = symbolizer
             path = os.fspath(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else None
             if path is None and spe is None and not own:  # the caller's PerfDataFile (export's)
