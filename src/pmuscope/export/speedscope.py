@@ -28,6 +28,12 @@ def _unit(u: str) -> str:
     return u if u in UNITS else "none"
 
 
+def _profile_name(tid: int, comm_of: dict[int, str], kind: str) -> str:
+    """A profile's name: its thread (comm and tid, else the tid, else every thread) and sample type."""
+    thread = f"{comm_of[tid]} ({tid})" if tid in comm_of else (f"tid {tid}" if tid >= 0 else "all threads")
+    return f"{thread} — {kind}"
+
+
 def _frames(ep: ExportProfile) -> list[dict]:
     frames = []
     for f in ep.frames:
@@ -79,10 +85,9 @@ def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -
             if not rows:
                 continue
             weights = [int(col[i]) for i in rows]
-            thread = f"{comm_of[t]} ({t})" if t in comm_of else (f"tid {t}" if t >= 0 else "all threads")
             profiles.append({
                 "type": "sampled",
-                "name": f"{thread} — {kind}",
+                "name": _profile_name(t, comm_of, kind),
                 "unit": _unit(unit),
                 "startValue": 0,
                 "endValue": int(sum(weights)),
@@ -126,8 +131,7 @@ def _profile_rows(ep: ExportProfile, sample_types: list[int]) -> Iterator[tuple[
         ts, starts = np.unique(tid[sel], return_index=True)
         ends = np.append(starts[1:], len(sel))
         for t, a, b in zip(ts.tolist(), starts.tolist(), ends.tolist()):
-            thread = f"{comm_of[t]} ({t})" if t in comm_of else (f"tid {t}" if t >= 0 else "all threads")
-            yield f"{thread} — {kind}", _unit(unit), sel[a:b], col
+            yield _profile_name(t, comm_of, kind), _unit(unit), sel[a:b], col
 
 
 def _stack_texts(ep: ExportProfile, rows: np.ndarray, ids: list[str]) -> str:
