@@ -1516,13 +1516,16 @@ done:
  *     1 kernel, 2 junk) with the distinct keys sorted, then kind 3 for user addresses in
  *     [2^48, 2^56) (never cached) in entry order: the numpy path's calls, in its order, so
  *     frame ids come out the same.
- * collapse_new(nkeys) -> capsule
- * collapse_add(state, keys, stack, off, period, count, time, first0)
+ * collapse_new(nkeys[, keep_tid]) -> capsule
+ * collapse_add(state, keys, stack, off, period, count, time, first0[, tid])
  *     pmuscope.profile.collapse.Collapser.add: rows told apart by `nkeys` int64 key columns
  *     (n x nkeys, row-major) and the interned call chain (stack int32 between off; None:
- *     chain 0), periods and counts (None: 1 each) summed, each row's first sample kept.
- * collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)
- *     bytearrays; rows in the order of their first sample.
+ *     chain 0), periods and counts (None: 1 each) summed, each row's first sample's time
+ *     (and tid, with keep_tid) kept.
+ * collapse_result(state[, final]) -> (key columns, rows, period, count, time, chain frames,
+ *     chain offsets, tid or None): buffer objects, rows in the order of their first sample.
+ *     final: the state's own memory is handed over (no copy) and the hash tables are freed
+ *     first, so taking the rows out does not double the collapser's peak.
  * take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None
  *     pmuscope.profile.model._take_flat's gather of whole rows (memcpy per row).
  */
@@ -2003,8 +2006,71 @@ done:
 }
 
 /* -- collapsing -- */
+
+/* rs_buf: a read-write buffer object owning malloc'd memory (the collapser hands its columns
+ * over without copying them; numpy views them with frombuffer) */
+typedef struct {
+    PyObject_HEAD
+    void *p;
+    Py_ssize_t len;
+} rs_buf;
+
+static int rs_buf_getbuffer(PyObject *o, Py_buffer *view, int flags) {
+    rs_buf *b = (rs_buf *)o;
+    static char empty[8];
+    return PyBuffer_FillInfo(view, o, b->p ? b->p : empty, b->len, 0, flags);
+}
+
+static void rs_buf_dealloc(PyObject *o) {
+    free(((rs_buf *)o)->p);
+    Py_TYPE(o)->tp_free(o);
+}
+
+static PyBufferProcs rs_buf_as_buffer = {rs_buf_getbuffer, NULL};
+
+static PyTypeObject RsBufType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pmuscope._native.OwnedBuffer",
+    .tp_basicsize = sizeof(rs_buf),
+    .tp_dealloc = rs_buf_dealloc,
+    .tp_as_buffer = &rs_buf_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory handed over by the C collapser (a buffer: read it with numpy.frombuffer).",
+};
+
+/* a buffer object owning p (len bytes; trimmed to its length); p is freed on failure */
+static PyObject *rs_buf_adopt(void *p, size_t len) {
+    rs_buf *b = PyObject_New(rs_buf, &RsBufType);
+    if (!b) {
+        free(p);
+        return NULL;
+    }
+    if (p && len) {
+        void *q = realloc(p, len);
+        if (q) p = q;
+    } else {
+        free(p);
+        p = NULL;
+    }
+    b->p = p;
+    b->len = (Py_ssize_t)len;
+    return (PyObject *)b;
+}
+
+/* a buffer object holding a copy of len bytes at p */
+static PyObject *rs_buf_copy(const void *p, size_t len) {
+    void *q = NULL;
+    if (len) {
+        q = malloc(len);
+        if (!q) return PyErr_NoMemory();
+        memcpy(q, p, len);
+    }
+    return rs_buf_adopt(q, len);
+}
+
 typedef struct {
     int nk;
+    int have_tid; /* the rows keep their first sample's tid (tid is not a key) */
+    int done;     /* collapse_result(final=True) took the rows */
     /* chains: frames back to back; table of hash -> chain index */
     int32_t *cfr;
     size_t cfr_n, cfr_cap;
@@ -2012,34 +2078,42 @@ typedef struct {
     rs_vec chash;  /* per chain */
     int64_t *ctab; /* slots: chain index or -1 */
     size_t ctab_cap;
-    /* rows */
-    rs_vec rkeys; /* (nk + 1) per row */
-    rs_vec rhash, period, count, first, time, tid; /* time, tid: of each row's first sample */
-    int64_t *rtab;
+    /* rows: nk + 1 keys each (row-major), no stored hash (a grown table hashes the keys
+     * again); the table's slots are int32 row numbers */
+    rs_vec rkeys;
+    rs_vec period, count, time, tid; /* time, tid: of each row's first sample */
+    size_t nrows;
+    int32_t *rtab;
     size_t rtab_cap;
 } rs_coll;
+
+static void rs_coll_free(rs_coll *s) {
+    free(s->cfr);
+    free(s->ctab);
+    free(s->rtab);
+    s->cfr = NULL;
+    s->ctab = NULL;
+    s->rtab = NULL;
+    s->cfr_n = s->cfr_cap = s->ctab_cap = s->rtab_cap = s->nrows = 0;
+    rs_vec_free(&s->coff);
+    rs_vec_free(&s->chash);
+    rs_vec_free(&s->rkeys);
+    rs_vec_free(&s->period);
+    rs_vec_free(&s->count);
+    rs_vec_free(&s->time);
+    rs_vec_free(&s->tid);
+}
 
 static void rs_coll_destroy(PyObject *cap) {
     rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
     if (!s) return;
-    free(s->cfr);
-    free(s->ctab);
-    free(s->rtab);
-    rs_vec_free(&s->coff);
-    rs_vec_free(&s->chash);
-    rs_vec_free(&s->rkeys);
-    rs_vec_free(&s->rhash);
-    rs_vec_free(&s->period);
-    rs_vec_free(&s->count);
-    rs_vec_free(&s->first);
-    rs_vec_free(&s->time);
-    rs_vec_free(&s->tid);
+    rs_coll_free(s);
     free(s);
 }
 
 static PyObject *py_collapse_new(PyObject *self, PyObject *args) {
-    int nk;
-    if (!PyArg_ParseTuple(args, "i", &nk)) return NULL;
+    int nk, have_tid = 1;
+    if (!PyArg_ParseTuple(args, "i|p", &nk, &have_tid)) return NULL;
     if (nk < 0 || nk > 64) {
         PyErr_SetString(PyExc_ValueError, "collapse_new: 0..64 key columns");
         return NULL;
@@ -2047,6 +2121,7 @@ static PyObject *py_collapse_new(PyObject *self, PyObject *args) {
     rs_coll *s = calloc(1, sizeof *s);
     if (!s) return PyErr_NoMemory();
     s->nk = nk;
+    s->have_tid = have_tid;
     if (rs_vec_push(&s->coff, 0) < 0) {
         free(s);
         return NULL;
@@ -2114,6 +2189,39 @@ static int64_t rs_intern_chain(rs_coll *s, const int32_t *fr, int64_t len) {
     return (int64_t)nch;
 }
 
+static inline uint64_t rs_row_hash(const int64_t *row, int w) {
+    uint64_t h = 0xC2B2AE3D27D4EB4FULL;
+    for (int k = 0; k < w; k++) h = (h ^ (uint64_t)row[k]) * 0x9E3779B97F4A7C15ULL + (h >> 31);
+    return rs_mix(h);
+}
+
+/* the rows' table grown to keep its load <= 1/2 (slots: row number or -1) */
+static int rs_rows_grow(rs_coll *s) {
+    size_t n = s->nrows;
+    if ((n + 1) * 2 <= s->rtab_cap) return 0;
+    if (n >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "collapse_add: more than 2^30 distinct rows");
+        return -1;
+    }
+    size_t nc = s->rtab_cap ? s->rtab_cap * 2 : 1024;
+    int32_t *t = malloc(nc * sizeof(int32_t));
+    if (!t) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < nc; i++) t[i] = -1;
+    int w = s->nk + 1;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = rs_row_hash(s->rkeys.a + k * w, w) & (nc - 1);
+        while (t[i] >= 0) i = (i + 1) & (nc - 1);
+        t[i] = (int32_t)k;
+    }
+    free(s->rtab);
+    s->rtab = t;
+    s->rtab_cap = nc;
+    return 0;
+}
+
 static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
     PyObject *cap, *stack_o, *count_o, *tid_o = Py_None;
     Py_buffer keys_b, off_b, period_b, time_b, stack_b = {0}, count_b = {0}, tid_b = {0};
@@ -2125,6 +2233,10 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
     int have_stack = 0, have_count = 0, have_tid = 0;
     rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
     if (!s) goto done;
+    if (s->done) {
+        PyErr_SetString(PyExc_ValueError, "collapse_add: the rows were taken (collapse_result final)");
+        goto done;
+    }
     if (stack_o != Py_None) {
         if (PyObject_GetBuffer(stack_o, &stack_b, PyBUF_C_CONTIGUOUS) < 0) goto done;
         have_stack = 1;
@@ -2145,7 +2257,7 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
     Py_ssize_t m = have_stack ? stack_b.len / 4 : 0;
     const int64_t *tid = have_tid ? tid_b.buf : NULL;
     int ok = keys_b.len == n * nk * 8 && time_b.len == n * 8 && (!have_count || count_b.len == n * 8) &&
-             (!have_tid || tid_b.len == n * 8) &&
+             (!have_tid || tid_b.len == n * 8) && (have_tid || !s->have_tid) &&
              (!have_stack || (off_b.len == (n + 1) * 8 && off[0] >= 0 && off[n] <= m));
     for (Py_ssize_t i = 0; ok && have_stack && i < n; i++)
         if (off[i + 1] < off[i]) ok = 0;
@@ -2153,6 +2265,7 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "collapse_add: inconsistent arguments");
         goto done;
     }
+    (void)first0; /* rows are kept in the order of their first sample; its number is not needed */
     int64_t row[65];
     for (Py_ssize_t i = 0; i < n; i++) {
         memcpy(row, keys + i * nk, (size_t)nk * 8);
@@ -2162,17 +2275,14 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
             if (ch < 0) goto done;
             row[nk] = ch;
         }
-        uint64_t h = 0xC2B2AE3D27D4EB4FULL;
-        for (int k = 0; k < w; k++) h = (h ^ (uint64_t)row[k]) * 0x9E3779B97F4A7C15ULL + (h >> 31);
-        h = rs_mix(h);
-        size_t nr = s->rhash.n;
-        if (rs_tab_grow(&s->rtab, &s->rtab_cap, nr, s->rhash.a) < 0) goto done;
+        uint64_t h = rs_row_hash(row, w);
+        if (rs_rows_grow(s) < 0) goto done;
         size_t mask = s->rtab_cap - 1, j = h & mask;
         int64_t found = -1;
         for (;;) {
-            int64_t k = s->rtab[j];
+            int32_t k = s->rtab[j];
             if (k < 0) break;
-            if ((uint64_t)s->rhash.a[k] == h && memcmp(s->rkeys.a + k * w, row, (size_t)w * 8) == 0) {
+            if (memcmp(s->rkeys.a + (size_t)k * w, row, (size_t)w * 8) == 0) {
                 found = k;
                 break;
             }
@@ -2187,11 +2297,10 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
         if (rs_vec_room(&s->rkeys, (size_t)w) < 0) goto done;
         memcpy(s->rkeys.a + s->rkeys.n, row, (size_t)w * 8);
         s->rkeys.n += (size_t)w;
-        if (rs_vec_push(&s->rhash, (int64_t)h) < 0 || rs_vec_push(&s->period, (int64_t)period[i]) < 0 ||
-            rs_vec_push(&s->count, cnt) < 0 || rs_vec_push(&s->first, first0 + i) < 0 ||
-            rs_vec_push(&s->time, (int64_t)time[i]) < 0 || rs_vec_push(&s->tid, tid ? tid[i] : 0) < 0)
+        if (rs_vec_push(&s->period, (int64_t)period[i]) < 0 || rs_vec_push(&s->count, cnt) < 0 ||
+            rs_vec_push(&s->time, (int64_t)time[i]) < 0 || (s->have_tid && rs_vec_push(&s->tid, tid[i]) < 0))
             goto done;
-        s->rtab[j] = (int64_t)nr;
+        s->rtab[j] = (int32_t)s->nrows++;
     }
     result = Py_NewRef(Py_None);
 done:
@@ -2205,15 +2314,73 @@ done:
     return result;
 }
 
-static PyObject *py_collapse_result(PyObject *self, PyObject *cap) {
+/* a vector's items as a buffer object: handed over (the vector is left empty) or copied */
+static PyObject *rs_vec_out(rs_vec *v, int take) {
+    if (!take) return rs_buf_copy(v->a, v->n * 8);
+    PyObject *o = rs_buf_adopt(v->a, v->n * 8);
+    memset(v, 0, sizeof *v);
+    return o;
+}
+
+static PyObject *py_collapse_result(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    int final = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &cap, &final)) return NULL;
     rs_coll *s = PyCapsule_GetPointer(cap, "pmuscope.collapse");
     if (!s) return NULL;
-#define RS_BA(p, nbytes) PyByteArray_FromStringAndSize((const char *)(p), (Py_ssize_t)(nbytes))
-    return Py_BuildValue("(NNNNNNNN)", RS_BA(s->rkeys.a, s->rkeys.n * 8), RS_BA(s->period.a, s->period.n * 8),
-                         RS_BA(s->count.a, s->count.n * 8), RS_BA(s->first.a, s->first.n * 8),
-                         RS_BA(s->time.a, s->time.n * 8), RS_BA(s->cfr, s->cfr_n * 4),
-                         RS_BA(s->coff.a, s->coff.n * 8), RS_BA(s->tid.a, s->tid.n * 8));
-#undef RS_BA
+    if (s->done) {
+        PyErr_SetString(PyExc_ValueError, "collapse_result: the rows were taken (collapse_result final)");
+        return NULL;
+    }
+    size_t n = s->nrows;
+    int w = s->nk + 1;
+    PyObject *keys = PyTuple_New(w), *out = NULL;
+    if (!keys) return NULL;
+    if (final) { /* the tables go first: the columns are made in the room they leave */
+        free(s->rtab);
+        free(s->ctab);
+        s->rtab = NULL;
+        s->ctab = NULL;
+        s->rtab_cap = s->ctab_cap = 0;
+        rs_vec_free(&s->chash);
+    }
+    for (int k = 0; k < w; k++) { /* row-major keys to one column each */
+        int64_t *col = malloc(n ? n * 8 : 1);
+        if (!col) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (size_t i = 0; i < n; i++) col[i] = s->rkeys.a[i * w + k];
+        PyObject *o = rs_buf_adopt(col, n * 8);
+        if (!o) goto fail;
+        PyTuple_SET_ITEM(keys, k, o);
+    }
+    if (final) rs_vec_free(&s->rkeys);
+    PyObject *tid = s->have_tid ? rs_vec_out(&s->tid, final) : Py_NewRef(Py_None);
+    PyObject *frames;
+    if (final) {
+        frames = rs_buf_adopt(s->cfr, s->cfr_n * 4);
+        s->cfr = NULL;
+        s->cfr_n = s->cfr_cap = 0;
+    } else {
+        frames = rs_buf_copy(s->cfr, s->cfr_n * 4);
+    }
+    out = Py_BuildValue("(NnNNNNNN)", keys, (Py_ssize_t)n, rs_vec_out(&s->period, final),
+                        rs_vec_out(&s->count, final), rs_vec_out(&s->time, final), frames,
+                        rs_vec_out(&s->coff, final), tid);
+    keys = NULL; /* Py_BuildValue's N took it, whether or not it succeeded */
+    if (final) {
+        rs_coll_free(s);
+        s->done = 1;
+    }
+    return out;
+fail:
+    Py_XDECREF(keys);
+    if (final) { /* the tables are gone: the state cannot take more rows */
+        rs_coll_free(s);
+        s->done = 1;
+    }
+    return NULL;
 }
 
 /* take_flat(flat, off, sel, mask, itemsize) -> (out, noff) bytearrays, or None when the
@@ -2325,22 +2492,25 @@ static PyMethodDef methods[] = {
      "resolve_round(cache, ip, cpumode, pid, cc, off, fids, kept, sid_cb, frames_cb) -> entries written."},
     {"take_flat", py_take_flat, METH_VARARGS,
      "take_flat(flat, off, sel, mask, itemsize) -> (out, noff) or None: rows of a flat + offsets field."},
-    {"collapse_new", py_collapse_new, METH_VARARGS, "collapse_new(nkeys) -> collapsing state."},
+    {"collapse_new", py_collapse_new, METH_VARARGS,
+     "collapse_new(nkeys[, keep_tid=True]) -> collapsing state (keep_tid: rows keep their first sample's tid)."},
     {"collapse_add", py_collapse_add, METH_VARARGS,
      "collapse_add(state, keys, stack, off, period, count, time, first0): collapse one chunk."},
-    {"collapse_result", py_collapse_result, METH_O,
-     "collapse_result(state) -> (row keys, period, count, first, time, chain frames, chain offsets)."},
+    {"collapse_result", py_collapse_result, METH_VARARGS,
+     "collapse_result(state[, final]) -> (key columns, rows, period, count, time, chain frames, chain offsets, "
+     "tid or None): buffers; final hands the C memory over and frees the state."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&CountsReaderType) < 0) return NULL;
+    if (PyType_Ready(&CountsReaderType) < 0 || PyType_Ready(&RsBufType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     if (PyModule_AddIntConstant(m, "HAVE_RDPMC", HAVE_RDPMC) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLE_LOOP_MAX_FDS", SL_MAX_FDS) < 0 ||
-        PyModule_AddObjectRef(m, "CountsReader", (PyObject *)&CountsReaderType) < 0) {
+        PyModule_AddObjectRef(m, "CountsReader", (PyObject *)&CountsReaderType) < 0 ||
+        PyModule_AddObjectRef(m, "OwnedBuffer", (PyObject *)&RsBufType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -179,6 +179,50 @@ def test_collapsed_rows_are_the_numpy_paths(monkeypatch):
         assert getattr(a, "time").dtype == getattr(b, "time").dtype
 
 
+def test_final_rows_are_handed_over_not_copied(monkeypatch):
+    """profile(final=True) takes the C collapser's memory (no copy of the rows): the same
+    profile as a profile() that leaves the state alive, the arrays outlive the collapser,
+    and the state takes no more chunks; with tid among the keys no separate tid is kept."""
+    import gc
+    import weakref
+
+    from pmuscope.profile.collapse import KEYS, Collapser
+
+    path = next(p for p in CORPUS if "perf-g-small" in p)
+    monkeypatch.setattr(_policy, "STRICT_READS", False)
+    _path(monkeypatch, True)
+    for keep in (KEYS, ("event", "comm", "leaf", "chain")):
+        chunks = list(iter_profile_chunks(path, kernel_symbols=False, chunk_samples=5))
+        col = Collapser(keep)
+        assert col._keep_tid == ("tid" not in keep)
+        for c in chunks:
+            col.add(c)
+        kept = col.profile()  # the state lives on: copies
+        col2 = Collapser(keep)
+        for c in chunks:
+            col2.add(c)
+        state = col2._ncol
+        final = col2.profile(final=True)
+        assert col2._ncol is None
+        with pytest.raises(ValueError, match="taken"):
+            native.collapse_add(state, np.zeros((0, len(col2._nkeys)), dtype=np.int64), None,
+                                np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64), None,
+                                np.zeros(0, dtype=np.uint64), 0)
+        with pytest.raises(ValueError, match="taken"):
+            native.collapse_result(state)
+        owner = final.period
+        while not isinstance(owner, native.OwnedBuffer) and getattr(owner, "base", None) is not None:
+            owner = owner.base
+        assert isinstance(owner, native.OwnedBuffer), type(owner)
+        ref = weakref.ref(col2)
+        del col2, state
+        gc.collect()
+        assert ref() is None
+        for name in COLUMNS[:-6] + ("count",):
+            assert np.array_equal(getattr(kept, name), getattr(final, name)), (keep, name)
+        final.period[:] += 0  # writable, as the copies were
+
+
 def test_load_profile_without_native(monkeypatch):
     path = next(p for p in CORPUS if "perf-g-small" in p)
     _path(monkeypatch, True)

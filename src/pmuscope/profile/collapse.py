@@ -91,7 +91,10 @@ class Collapser:
         # PMUSCOPE_NATIVE_RESOLVE=0: the numpy path (sort, reduce, merge when doubled)
         self._nat = _native_resolve()
         self._nkeys = tuple(k for k in self.keys if k != "chain")
-        self._ncol = self._nat.collapse_new(len(self._nkeys)) if self._nat is not None else None
+        # a row's thread is its first sample's: kept apart only when tid is not a key
+        self._keep_tid = "tid" not in self._nkeys
+        self._ncol = (self._nat.collapse_new(len(self._nkeys), self._keep_tid)
+                      if self._nat is not None else None)
         self._final = False
         #: after :meth:`profile`: each row's interned call chain id when the rows' stacks are
         #: those chains (equal ids, equal stacks and the other way round), else None
@@ -160,23 +163,21 @@ class Collapser:
                                np.ascontiguousarray(c.period, dtype=np.uint64),
                                None if c.count is None else np.ascontiguousarray(c.count, dtype=np.int64),
                                np.ascontiguousarray(c.time, dtype=np.uint64), self._seen,
-                               np.ascontiguousarray(c.tid, dtype=np.int64))
+                               np.ascontiguousarray(c.tid, dtype=np.int64) if self._keep_tid else None)
         self._seen += n
 
     def _native_rows(self, final: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """The C rows (in first-sample order) as columns, and the chains (frames,
-        offsets); ``final``: the C tables are freed once copied out, before the columns are made."""
-        rk, period, count, first, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol)
+        offsets); ``final``: the C state hands its memory over (no copy) and is freed."""
+        keys, nrows, period, count, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol, final)
         if final:
-            self._ncol = None  # the capsule's destructor frees the C tables
-        first = np.frombuffer(first, dtype=np.int64)
-        w = len(self._nkeys) + 1
-        mat = np.frombuffer(rk, dtype=np.int64).reshape(len(first), w)
-        cols = {k: mat[:, j].copy() for j, k in enumerate(self._nkeys)}
+            self._ncol = None
+        cols = {k: np.frombuffer(keys[j], dtype=np.int64) for j, k in enumerate(self._nkeys)}
         if "chain" in self.keys:
-            cols["chain"] = mat[:, w - 1].copy()
+            cols["chain"] = np.frombuffer(keys[-1], dtype=np.int64)
         cols.update(period=np.frombuffer(period, dtype=np.uint64), count=np.frombuffer(count, dtype=np.int64),
-                    first=first, time=np.frombuffer(time, dtype=np.uint64), tid0=np.frombuffer(tid0, dtype=np.int64))
+                    time=np.frombuffer(time, dtype=np.uint64),
+                    tid0=cols["tid"] if tid0 is None else np.frombuffer(tid0, dtype=np.int64))
         return cols, np.frombuffer(cfr, dtype=np.int32), np.frombuffer(coff, dtype=np.int64)
 
     def _merge(self) -> None:
@@ -200,9 +201,9 @@ class Collapser:
         native = self._ncol is not None
         if native:
             cols, flat, coff = self._native_rows(final)
-            if not len(cols["first"]):
+            nrows = len(cols["period"])
+            if not nrows:
                 return last.select(np.zeros(0, dtype=np.int64))
-            nrows = len(cols["first"])
             have_chains = len(coff) > 1
         else:
             self._merge()
