@@ -42,7 +42,9 @@ def test_rate_limit_skips_and_counts():
     calls = []
     with pmuscope.on_overflow("cpu-clock", period=100_000, callback=calls.append, max_rate=50) as h:
         burn_thread_cpu(0.2)
-    assert h.overflows >= 1500
+    # 0.2 s of CPU at 100 us is 2000 periods; a loaded VM's hrtimer merges some of them into
+    # one overflow (1392 in one CI run). What matters here: far more overflows than the limit lets through
+    assert h.overflows >= 500 and h.skipped > 0, h
     assert h.calls + h.skipped == h.overflows
     assert len(calls) <= 50 * 0.5 + 10  # 0.2-0.5 s of wall time at 50/s, plus the burst
     assert sum(c.skipped for c in calls) <= h.skipped
