@@ -38,6 +38,30 @@ def test_cpu_clock_1ms_over_200ms_calls_back_about_200_times(delivery):
         assert h.signals >= len(calls) * 0.9  # each overflow was signalled, not found by the poll timeout
 
 
+def test_first_handle_of_a_process_is_signalled_at_once():
+    """In a fresh process whose main thread spins: every overflow is signalled and the dispatcher
+    keeps up, and numpy is never imported. Before, the first ring read imported numpy in the
+    dispatcher thread; sharing the GIL with the spinning thread that took ~180 ms, and the first
+    handle of a process saw 6 signals for 199 overflows."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time, pmuscope\n"
+        "calls = []\n"
+        "with pmuscope.on_overflow('cpu-clock', period=1_000_000, callback=calls.append, delivery='signal') as h:\n"
+        "    t = time.thread_time()\n"
+        "    while time.thread_time() - t < 0.2:\n"
+        "        pass\n"
+        "print(len(calls), h.signals, 'numpy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    calls, signals, numpy_loaded = out.stdout.split()
+    assert int(calls) >= 150 and int(signals) >= int(calls) * 0.9, out.stdout
+    assert numpy_loaded == "False"
+
+
 def test_rate_limit_skips_and_counts():
     calls = []
     with pmuscope.on_overflow("cpu-clock", period=100_000, callback=calls.append, max_rate=50) as h:

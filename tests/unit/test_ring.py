@@ -116,7 +116,14 @@ def test_records_wrapping_the_end_are_joined():
     assert ring.data_head > 6 * PAGE
 
 
-def test_full_ring_makes_kernel_emit_lost_which_is_counted():
+@pytest.mark.parametrize("numpy_loaded", [True, False], ids=["numpy", "no-numpy"])
+def test_full_ring_makes_kernel_emit_lost_which_is_counted(numpy_loaded, monkeypatch):
+    # the LOST scan uses numpy's pre-check only when numpy is already imported: a ring read never
+    # imports it (on_overflow's dispatcher thread would wait on the import)
+    import sys
+
+    if not numpy_loaded:
+        monkeypatch.delitem(sys.modules, "numpy", raising=False)
     mem = make_mem(1)
     k = FakeKernel(mem)
     ring = RingBuffer.from_memory(mem, PAGE)

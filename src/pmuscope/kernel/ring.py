@@ -33,6 +33,7 @@ import os
 import platform
 import select
 import struct
+import sys
 import threading
 from typing import Iterable, Iterator
 
@@ -266,9 +267,10 @@ class RingBuffer:
 
     def _scan_lost(self, chunk: bytes) -> None:
         n = len(chunk)
-        if n % 8 == 0 and n:
-            import numpy as np  # imported here: a reader that counts LOST records itself never needs it
-
+        # numpy only when it is already there: importing it here (~45 ms, far more in a thread
+        # that shares the GIL with a busy one) held up on_overflow's first callbacks ~180 ms
+        np = sys.modules.get("numpy")
+        if n % 8 == 0 and n and np is not None:
             # cheap pre-check: any word that could be a LOST/LOST_SAMPLES header?
             W = np.frombuffer(chunk, dtype="<u8")
             t = W & np.uint64(0xFFFFFFFF)

@@ -145,7 +145,7 @@ class OverflowHandle:
         attr.sample_id_all = 1
         self.fd = _open_sampling(attr, spec.name, pid, cpu)
         try:
-            self.ring = RingBuffer(self.fd, pages=pages)
+            self.ring = RingBuffer(self.fd, pages=pages, track_lost=False)  # _dispatch counts LOST records
             self._thread = threading.Thread(target=self._run, name=f"pmuscope-overflow-{spec.name}", daemon=True)
             self._thread.start()
             self._ready.wait()
@@ -202,6 +202,8 @@ class OverflowHandle:
             self._dispatch()
             if self.error is not None:
                 break
+        if self.delivery == "signal":
+            self._drain_signalfd()  # the signals of the last records: counted too
         self._dispatch()
 
     def _drain_signalfd(self) -> None:
