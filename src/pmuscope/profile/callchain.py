@@ -366,11 +366,15 @@ def build_call_trees(p: Profile, *, sample_key: np.ndarray, nf: int, frame_key: 
         p_row.append(r[ok])
         p_cls.append(e_cls[first][ok])
         p_start.append(e_pos[first][ok])
+        del e_rk, rk, first
     prow = np.concatenate(p_row)
     pcls = np.concatenate(p_cls)
     base = c_start[pcls] + np.concatenate(p_start)
     plen = c_len[pcls] - np.concatenate(p_start)
     pw, pn = c_w[pcls], c_n[pcls]
+    # what only made the paths goes before the levels are grown (their own temporaries come)
+    del frames, off, nk, fc, cls, rep, c_w, c_n, c_len, c_row, c_off, c_start, e_cls, e_pos, src, self_row, \
+        period, r, ok, p_row, p_cls, p_start, pcls
     rel = params.mode == "fractal"
     frac = params.min_percent / 100.0
     min_hit = max(int(total * frac), 0)
