@@ -61,3 +61,23 @@ def uniq_first(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order, s, flag, inv = _sorted_runs(a)
     first = np.minimum.reduceat(order, np.flatnonzero(flag))
     return s[flag], first.astype(np.int64, copy=False), inv
+
+
+def isin(a, b) -> np.ndarray:
+    """``np.isin(a, b)`` for integer arrays, through one sort of ``b`` and a
+    binary search of each element of ``a``. why: ``np.isin`` goes through
+    ``np.unique``, whose first plain call imports ``numpy.ma`` (~7 ms) -- more
+    than a whole small report's work; mixed signedness that numpy would compare
+    as floats (uint64 against int64) is left to ``np.isin``."""
+    a = np.asarray(a)
+    b = np.asarray(b).reshape(-1)
+    if a.dtype.kind not in "iu" or (len(b) and b.dtype.kind not in "iu") or \
+            (len(b) and np.result_type(a.dtype, b.dtype).kind not in "iu"):
+        return np.isin(a, b)
+    if len(b) == 0 or a.size == 0:
+        return np.zeros(a.shape, dtype=bool)
+    s = np.sort(b)
+    flat = a.reshape(-1)
+    pos = np.searchsorted(s, flat)
+    pos[pos == len(s)] = 0
+    return (s[pos] == flat).reshape(a.shape)

@@ -30,3 +30,34 @@ def test_inverse_keeps_the_shape():
     u, inv = uniq_inv(a)
     assert u.tolist() == [1, 5, 9] and inv.tolist() == [[1, 0], [1, 2]]
     assert uniq_inv(np.zeros((0, 3), dtype=np.int64))[1].shape == (0, 3)
+
+
+@pytest.mark.parametrize("pair", [(np.int64, np.int64), (np.int32, np.int64), (np.uint64, np.uint64),
+                                  (np.int16, np.int64), (np.uint8, np.int64), (np.uint64, np.int64)])
+def test_isin_is_np_isin(pair):
+    from pmuscope._np import isin
+
+    rng = np.random.default_rng(5)
+    da, db = pair
+    for n, m, hi in ((0, 3, 9), (5, 0, 9), (1, 1, 2), (1000, 7, 20), (50_000, 300, 1 << 20), (300, 3000, 500)):
+        hi = min(hi, np.iinfo(da).max, np.iinfo(db).max)
+        a = rng.integers(0, hi, n, endpoint=True).astype(da)
+        b = rng.integers(0, hi, m, endpoint=True).astype(db)
+        got = isin(a, b)
+        assert got.dtype == bool and got.shape == a.shape
+        assert np.array_equal(got, np.isin(a, b)), (pair, n, m)
+    two = np.array([[3, 4], [5, 6]], dtype=np.int64)
+    assert isin(two, [4, 6]).tolist() == [[False, True], [False, True]]
+    assert isin(np.array([-1, 0, 2**40], dtype=np.int64), [-1, 2**40]).tolist() == [True, False, True]
+
+
+def test_isin_does_not_import_numpy_ma():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\nfrom pmuscope._np import isin\n"
+            "r = isin(np.arange(10), np.array([3, 3, 7]))\n"
+            "print(r.sum(), 'numpy.ma' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "False"]

@@ -182,7 +182,9 @@ def count_by_event(p, whole: dict[int, list[int]]) -> None:
     """Add the samples and period (exact) of each event of ``p`` (one sample a row) to ``whole``."""
     import numpy as np
 
-    for e in np.unique(p.event).tolist():
+    from .._np import uniq  # not np.unique: its first plain call imports numpy.ma (~7 ms)
+
+    for e in uniq(p.event).tolist():
         sel = p.event == e
         w = whole.setdefault(e, [0, 0])
         w[0] += int(sel.sum())
@@ -205,24 +207,26 @@ def entry_filter(p, f: dict):
     symbol pass the entry filters ``f`` (perf's al->filtered)."""
     import numpy as np
 
+    from .._np import isin, uniq
+
     mask = np.ones(len(p), dtype=bool)
     if f["pids"] is not None:
-        mask &= np.isin(p.pid, np.asarray(f["pids"], dtype=np.int64))
+        mask &= isin(p.pid, np.asarray(f["pids"], dtype=np.int64))
     if f["tids"] is not None:
-        mask &= np.isin(p.tid, np.asarray(f["tids"], dtype=np.int64))
+        mask &= isin(p.tid, np.asarray(f["tids"], dtype=np.int64))
     if f["comms"] is not None:
         want = set(f["comms"])
-        mask &= np.isin(p.comm, np.asarray([i for i, c in enumerate(p.comms) if c in want], dtype=np.int64))
+        mask &= isin(p.comm, np.asarray([i for i, c in enumerate(p.comms) if c in want], dtype=np.int64))
     if f["dsos"] is not None and len(p):
         want = set(f["dsos"])
         d = p.frame_dso[p.leaf].astype(np.int64)
-        ok = [x for x in np.unique(d).tolist() if x >= 0 and (p.dso_short_name(x) in want or p.dso_name(x) in want)]
-        mask &= np.isin(d, np.asarray(ok, dtype=np.int64))
+        ok = [x for x in uniq(d).tolist() if x >= 0 and (p.dso_short_name(x) in want or p.dso_name(x) in want)]
+        mask &= isin(d, np.asarray(ok, dtype=np.int64))
     if f["syms"] is not None and len(p):
         want = set(f["syms"])
         sy = p.frame_sym[p.leaf].astype(np.int64)
-        ok = [x for x in np.unique(sy).tolist() if x >= 0 and p.sym_name(x) in want]
-        mask &= np.isin(sy, np.asarray(ok, dtype=np.int64))
+        ok = [x for x in uniq(sy).tolist() if x >= 0 and p.sym_name(x) in want]
+        mask &= isin(sy, np.asarray(ok, dtype=np.int64))
     return p if mask.all() else p.select(mask)
 
 
@@ -487,12 +491,11 @@ def _group_reports(prof, sort, groups, kw, *, children: bool = False) -> list:
     percentages side by side (Children and Self with ``children``), the
     leader's call graphs; an event in no group has its own table (in the
     file's event order)."""
-    import numpy as np
-
+    from .._np import uniq
     from ..profile.group import merge_group
     from ..profile.report import build_report
 
-    present = set(np.unique(prof.event).tolist()) if len(prof) else set()
+    present = set(uniq(prof.event).tolist()) if len(prof) else set()
     lead_of = {g.members[0]: g for g in groups}
     member = {e for g in groups for e in g.members}
     whole = kw.get("whole") or {}

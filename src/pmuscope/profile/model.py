@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .._np import uniq, uniq_first, uniq_inv  # noqa: F401  (re-exported for the profile modules)
+from .._np import isin, uniq, uniq_first, uniq_inv  # noqa: F401  (re-exported for the profile modules)
 from ..kernel import abi
 from ..records import AttrTable, DecodeStats, RecordSource, SampleBatch
 from ..symbols import Symbolizer
@@ -314,17 +314,17 @@ class Profile:
         ``time_range[0] <= time <= time_range[1]`` (ns; None for an open end)."""
         mask = np.ones(len(self), dtype=bool)
         if pids is not None:
-            mask &= np.isin(self.pid, np.asarray(list(pids), dtype=np.int64))
+            mask &= isin(self.pid, np.asarray(list(pids), dtype=np.int64))
         if tids is not None:
-            mask &= np.isin(self.tid, np.asarray(list(tids), dtype=np.int64))
+            mask &= isin(self.tid, np.asarray(list(tids), dtype=np.int64))
         if cpus is not None:
-            mask &= np.isin(self.cpu, np.asarray(list(cpus), dtype=np.int64))
+            mask &= isin(self.cpu, np.asarray(list(cpus), dtype=np.int64))
         if events is not None:
-            mask &= np.isin(self.event, np.asarray(list(events), dtype=np.int64))
+            mask &= isin(self.event, np.asarray(list(events), dtype=np.int64))
         if comms is not None:
             want = set(comms)
             ids = [i for i, c in enumerate(self.comms) if c in want]
-            mask &= np.isin(self.comm, np.asarray(ids, dtype=np.int64))
+            mask &= isin(self.comm, np.asarray(ids, dtype=np.int64))
         if time_range is not None:
             lo, hi = time_range
             if lo is not None:
@@ -900,7 +900,7 @@ class ProfileBuilder:
         ctid = np.fromiter((c[0] for c in changes), dtype=np.int64, count=len(changes))
         ctime = np.fromiter((c[1] for c in changes), dtype=np.uint64, count=len(changes))
         ccomm = np.fromiter((c[2] for c in changes), dtype=np.int64, count=len(changes))
-        hit = np.isin(tids, ctid)
+        hit = isin(tids, ctid)
         if not hit.any():
             return out
         st, stime = tids[hit], times[hit]

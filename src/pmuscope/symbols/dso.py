@@ -137,6 +137,8 @@ def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
     """``raw`` plus the binary's synthesized ``name@plt`` symbols."""
     import numpy as np
 
+    from .._np import isin
+
     try:
         plt = elf.plt_symbols()
     except FormatError:
@@ -148,7 +150,7 @@ def _with_plt(raw: RawSymbols, elf: ElfFile) -> RawSymbols:
         stt = raw.st_info & 0xF
         want = np.array(sorted({p[3] for p in plt if not p[2]}), dtype=np.uint64)
         cand = np.flatnonzero(((stt == STT_FUNC) | (stt == STT_GNU_IFUNC))
-                              & np.isin(raw.st_value, want))
+                              & isin(raw.st_value, want))
         by_value: dict[int, tuple] = {}
         bind_rank = {STB_GLOBAL: 0, STB_WEAK: 1}
         for i in cand:
