@@ -400,6 +400,39 @@ def test_hash_collisions_do_not_change_the_trees(prof, monkeypatch):
     want = _text(prof, children=True, call_graph=CallGraphParams())
     monkeypatch.setattr(callchain, "_multipliers", lambda n: np.zeros(n, dtype=np.uint64))
     assert _text(prof, children=True, call_graph=CallGraphParams()) == want == CHILDREN_GRAPH
+    # the check runs some samples at a time: batches of one entry's worth find it as well
+    monkeypatch.setattr(callchain, "_VERIFY_ENTRIES", 1)
+    assert _text(prof, children=True, call_graph=CallGraphParams()) == want
+
+
+def test_distinct_chains_check_in_batches_is_the_whole_check(monkeypatch):
+    """_distinct_chains compares every sample with its class's representative a batch of
+    samples at a time: the classes are those of one whole comparison, colliding hashes or not."""
+    from pmuscope.profile import callchain
+
+    rng = np.random.default_rng(4)
+    pool = [rng.integers(0, 5, int(k)).astype(np.int64) for k in (0, 3, 3, 6, 6, 9)]
+    for zero in (False, True):
+        if zero:
+            monkeypatch.setattr(callchain, "_multipliers", lambda n: np.zeros(n, dtype=np.uint64))
+        for _ in range(50):
+            n = int(rng.integers(1, 120))
+            parts = [pool[int(i)] for i in rng.integers(0, len(pool), n)]
+            off = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(x) for x in parts], out=off[1:])
+            ent = np.concatenate(parts)
+            row = rng.integers(0, 2, n).astype(np.int64)
+            got = []
+            for batch in (1 << 30, 1, 7):
+                monkeypatch.setattr(callchain, "_VERIFY_ENTRIES", batch)
+                got.append(callchain._distinct_chains(ent, off, row))
+            cls, rep = got[0]
+            for c, r in got[1:]:
+                assert np.array_equal(c, cls) and np.array_equal(r, rep)
+            # each class holds equal chains of one row, and different classes differ
+            keys = [(int(row[i]), ent[off[i]:off[i + 1]].tobytes()) for i in range(n)]
+            assert all(keys[i] == keys[int(rep[cls[i]])] for i in range(n))
+            assert len({keys[int(r)] for r in rep}) == len(rep)
 
 
 def test_json_tree_under_rows(prof):

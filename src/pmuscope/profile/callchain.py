@@ -254,6 +254,10 @@ def _multipliers(n: int) -> np.ndarray:
     return _MULT[:n]
 
 
+#: chain entries :func:`_distinct_chains` checks against their representatives at a time
+_VERIFY_ENTRIES = 1 << 18
+
+
 def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group samples with the same ``row`` and the same chain (``ent`` between
     ``off``): ``(class of each sample, one sample of each class)``.
@@ -265,13 +269,19 @@ def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple
     n = len(row)
     lens = np.diff(off)
     start = off[:-1]
-    sample_of = np.repeat(np.arange(n, dtype=np.int64), lens)
     with np.errstate(over="ignore"):
         if len(ent):
-            pos = np.arange(len(ent), dtype=np.int64) - start[sample_of]
-            vals = (ent.astype(np.uint64) + np.uint64(1)) * _multipliers(int(lens.max()))[pos]
-            cs = np.concatenate((np.zeros(1, np.uint64), np.cumsum(vals, dtype=np.uint64)))
+            # each per-entry temporary goes once used (a large file's chains hold millions of entries)
+            pos = np.arange(len(ent), dtype=np.int64)
+            pos -= np.repeat(start, lens)
+            vals = _multipliers(int(lens.max()))[pos]
+            del pos
+            vals *= ent.astype(np.uint64) + np.uint64(1)
+            cs = np.zeros(len(vals) + 1, dtype=np.uint64)
+            np.cumsum(vals, dtype=np.uint64, out=cs[1:])
+            del vals
             h = cs[off[1:]] - cs[start]
+            del cs
         else:
             h = np.zeros(n, dtype=np.uint64)
         key = h ^ (row.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) \
@@ -286,8 +296,19 @@ def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple
     rs = rep[cls]
     same = np.array_equal(row[rs], row) and np.array_equal(lens[rs], lens)
     if same and len(ent):
-        shift = (start[rs] - start)[sample_of]
-        same = np.array_equal(ent[np.arange(len(ent), dtype=np.int64) + shift], ent)
+        # every sample against its class's representative, entry by entry, some samples at a time
+        delta = start[rs] - start
+        step = max(1, _VERIFY_ENTRIES // max(int(lens.max()), 1))
+        for a in range(0, n, step):
+            b = min(a + step, n)
+            e0, e1 = int(off[a]), int(off[b])
+            if e1 == e0:
+                continue
+            at = np.arange(e0, e1, dtype=np.int64)
+            at += np.repeat(delta[a:b], lens[a:b])
+            if not np.array_equal(ent[at], ent[e0:e1]):
+                same = False
+                break
     if not same:
         seen: dict = {}
         cls = np.array([seen.setdefault((int(row[i]), ent[off[i]:off[i + 1]].tobytes()), len(seen))

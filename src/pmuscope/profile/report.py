@@ -162,20 +162,26 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         # each sample counts once per distinct entry of its chain (leaf included)
         pair = np.concatenate((np.arange(n, dtype=np.int64), st_s)) * (ns * nf) + \
             np.concatenate((leaf_key, row_key))
+        del st_s  # each per-entry array goes as soon as it is used: a large file has millions of entries
         pair.sort()
         first_of = np.ones(len(pair), dtype=bool)
         first_of[1:] = pair[1:] != pair[:-1]
         pair = pair[first_of]
+        del first_of
         ch_key = pair % (ns * nf)
-        ch_w = p.period.astype(np.float64)[pair // (ns * nf)]
-        ch_n = cnt[pair // (ns * nf)] if cnt is not None else None
+        pair //= ns * nf  # now each entry's sample
+        ch_w = p.period.astype(np.float64)[pair]
+        ch_n = cnt[pair] if cnt is not None else None
+        del pair
     # compact the key space
+    remap = None
     if ns * nf <= (1 << 24):
         present = np.zeros(ns * nf, dtype=bool)
         present[leaf_key] = True
         if use_children:
             present[ch_key] = True
         ukey = np.flatnonzero(present)
+        del present
         remap = np.full(ns * nf, -1, dtype=np.int64)
         remap[ukey] = np.arange(len(ukey))
         self_k = remap[leaf_key]
@@ -185,23 +191,26 @@ def build_report(p: Profile, sort: tuple[str, ...] = DEFAULT_SORT, *, children: 
         inv = inv.reshape(-1)
         self_k = inv[:n]
         ch_k = inv[n:] if use_children else None
+        del inv
+    del leaf_key
+    if use_children:
+        del ch_key
     nkeys = len(ukey)
-    depth = None
-    if use_children and call_graph is not None and call_graph.enabled:
-        depth = _chain_depths(call_graph.resolved_order(True), max_stack is not None, stack, st_off, row_key,
-                              ukey, remap if ns * nf <= (1 << 24) else None, self_k, nkeys)
     self_period = np.bincount(self_k, weights=p.period.astype(np.float64), minlength=nkeys)
     self_samples = _counts(self_k, cnt, nkeys)
     child_period = child_samples = None
     if use_children:
         child_period = np.bincount(ch_k, weights=ch_w, minlength=nkeys)
         child_samples = _counts(ch_k, ch_n, nkeys)
+        del ch_k, ch_w, ch_n
     elif children:
         child_period, child_samples = self_period, self_samples
-    # the per-entry temporaries are done with: let them go before the rows and call graphs are
-    # made (on deep.data's 205k chain entries they held ~10 MB through build_call_trees)
-    st_s = row_key = pair = first_of = ch_key = ch_w = ch_n = present = remap = self_k = ch_k = inv = None
-    leaf_key = None
+    depth = None
+    if use_children and call_graph is not None and call_graph.enabled:
+        depth = _chain_depths(call_graph.resolved_order(True), max_stack is not None, stack, st_off, row_key,
+                              ukey, remap, self_k, nkeys)
+    # the last per-entry temporaries: not alive while the rows and call graphs are made
+    row_key = remap = self_k = None
     main = child_period if child_period is not None else self_period
     order = np.lexsort((-self_period, -main))
     limit = percent_limit * total / 100.0
@@ -322,13 +331,16 @@ def _chain_depths(order: str, truncated: bool, stack: np.ndarray, st_off: np.nda
     an entry of the chain the part from it on in the cursor's order, which is the
     call graph's order)."""
     lens = np.diff(st_off)
-    pos = np.arange(len(stack), dtype=np.int64) - np.repeat(st_off[:-1], lens)
-    whole = np.repeat(lens, lens)
-    if order == "caller":
+    pos = np.arange(len(stack), dtype=np.int64)
+    pos -= np.repeat(st_off[:-1], lens)
+    if order == "caller" and not truncated:
         # the stack is leaf first unless --max-stack gave it in caller order
-        d = whole - pos if truncated else pos + 1
+        d = pos
+        d += 1
     else:
-        d = whole - pos
+        d = np.repeat(lens, lens)
+        d -= pos
+    del pos
     rk = remap[row_key] if remap is not None else np.searchsorted(ukey, row_key)
     out = np.zeros(nkeys, dtype=np.int64)
     np.maximum.at(out, rk, d)
