@@ -1517,12 +1517,12 @@ done:
  *     [2^48, 2^56) (never cached) in entry order: the numpy path's calls, in its order, so
  *     frame ids come out the same.
  * collapse_new(nkeys[, keep_tid]) -> capsule
- * collapse_add(state, keys, stack, off, period, count, time, first0[, tid])
+ * collapse_add(state, keys, stack, off, period, count, time[, tid])
  *     pmuscope.profile.collapse.Collapser.add: rows told apart by `nkeys` int64 key columns
  *     (n x nkeys, row-major) and the interned call chain (stack int32 between off; None:
  *     chain 0), periods and counts (None: 1 each) summed, each row's first sample's time
  *     (and tid, with keep_tid) kept.
- * collapse_result(state[, final]) -> (key columns, rows, period, count, time, chain frames,
+ * collapse_result(state[, final]) -> (key columns, period, count, time, chain frames,
  *     chain offsets, tid or None): buffer objects, rows in the order of their first sample.
  *     final: the state's own memory is handed over (no copy) and the hash tables are freed
  *     first, so taking the rows out does not double the collapser's peak.
@@ -2225,9 +2225,8 @@ static int rs_rows_grow(rs_coll *s) {
 static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
     PyObject *cap, *stack_o, *count_o, *tid_o = Py_None;
     Py_buffer keys_b, off_b, period_b, time_b, stack_b = {0}, count_b = {0}, tid_b = {0};
-    long long first0;
-    if (!PyArg_ParseTuple(args, "Oy*Oy*y*Oy*L|O", &cap, &keys_b, &stack_o, &off_b, &period_b, &count_o, &time_b,
-                          &first0, &tid_o))
+    if (!PyArg_ParseTuple(args, "Oy*Oy*y*Oy*|O", &cap, &keys_b, &stack_o, &off_b, &period_b, &count_o, &time_b,
+                          &tid_o))
         return NULL;
     PyObject *result = NULL;
     int have_stack = 0, have_count = 0, have_tid = 0;
@@ -2265,7 +2264,7 @@ static PyObject *py_collapse_add(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "collapse_add: inconsistent arguments");
         goto done;
     }
-    (void)first0; /* rows are kept in the order of their first sample; its number is not needed */
+    /* rows are kept in the order of their first sample: its number is not needed */
     int64_t row[65];
     for (Py_ssize_t i = 0; i < n; i++) {
         memcpy(row, keys + i * nk, (size_t)nk * 8);
@@ -2365,7 +2364,7 @@ static PyObject *py_collapse_result(PyObject *self, PyObject *args) {
     } else {
         frames = rs_buf_copy(s->cfr, s->cfr_n * 4);
     }
-    out = Py_BuildValue("(NnNNNNNN)", keys, (Py_ssize_t)n, rs_vec_out(&s->period, final),
+    out = Py_BuildValue("(NNNNNNN)", keys, rs_vec_out(&s->period, final),
                         rs_vec_out(&s->count, final), rs_vec_out(&s->time, final), frames,
                         rs_vec_out(&s->coff, final), tid);
     keys = NULL; /* Py_BuildValue's N took it, whether or not it succeeded */
@@ -2495,9 +2494,9 @@ static PyMethodDef methods[] = {
     {"collapse_new", py_collapse_new, METH_VARARGS,
      "collapse_new(nkeys[, keep_tid=True]) -> collapsing state (keep_tid: rows keep their first sample's tid)."},
     {"collapse_add", py_collapse_add, METH_VARARGS,
-     "collapse_add(state, keys, stack, off, period, count, time, first0): collapse one chunk."},
+     "collapse_add(state, keys, stack, off, period, count, time[, tid]): collapse one chunk."},
     {"collapse_result", py_collapse_result, METH_VARARGS,
-     "collapse_result(state[, final]) -> (key columns, rows, period, count, time, chain frames, chain offsets, "
+     "collapse_result(state[, final]) -> (key columns, period, count, time, chain frames, chain offsets, "
      "tid or None): buffers; final hands the C memory over and frees the state."},
     {NULL, NULL, 0, NULL}};
 

@@ -207,7 +207,7 @@ def test_final_rows_are_handed_over_not_copied(monkeypatch):
         with pytest.raises(ValueError, match="taken"):
             native.collapse_add(state, np.zeros((0, len(col2._nkeys)), dtype=np.int64), None,
                                 np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64), None,
-                                np.zeros(0, dtype=np.uint64), 0)
+                                np.zeros(0, dtype=np.uint64))
         with pytest.raises(ValueError, match="taken"):
             native.collapse_result(state)
         owner = final.period

@@ -162,14 +162,13 @@ class Collapser:
                                np.ascontiguousarray(c.stack_offsets, dtype=np.int64),
                                np.ascontiguousarray(c.period, dtype=np.uint64),
                                None if c.count is None else np.ascontiguousarray(c.count, dtype=np.int64),
-                               np.ascontiguousarray(c.time, dtype=np.uint64), self._seen,
+                               np.ascontiguousarray(c.time, dtype=np.uint64),
                                np.ascontiguousarray(c.tid, dtype=np.int64) if self._keep_tid else None)
-        self._seen += n
 
     def _native_rows(self, final: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """The C rows (in first-sample order) as columns, and the chains (frames,
         offsets); ``final``: the C state hands its memory over (no copy) and is freed."""
-        keys, nrows, period, count, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol, final)
+        keys, period, count, time, cfr, coff, tid0 = self._nat.collapse_result(self._ncol, final)
         if final:
             self._ncol = None
         cols = {k: np.frombuffer(keys[j], dtype=np.int64) for j, k in enumerate(self._nkeys)}
