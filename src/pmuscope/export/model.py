@@ -30,6 +30,7 @@ from typing import Iterable, Mapping as TMapping, Sequence
 
 import numpy as np
 
+from .._np import uniq_first, uniq_inv
 from ..errors import FormatError
 
 #: event names whose samples weigh time (their period is in nanoseconds)
@@ -410,8 +411,8 @@ def _codes(c: np.ndarray) -> tuple[np.ndarray, int]:
         rank[d] = 1
         np.cumsum(rank, out=rank)
         return rank[d] - 1, int(rank[-1])
-    u, inv = np.unique(c, return_inverse=True)
-    return inv.reshape(-1), len(u)
+    u, inv = uniq_inv(c)
+    return inv, len(u)
 
 
 def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -427,10 +428,10 @@ def _group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         if radix >= (1 << 62):
             break
         key *= k
-        key += inv.reshape(-1)
+        key += inv
     else:
-        _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        return first, inv.reshape(-1)
+        _u, first, inv = uniq_first(key)
+        return first, inv
     del key
     _u, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     return first, inv.reshape(-1)

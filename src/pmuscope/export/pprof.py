@@ -15,6 +15,7 @@ Layout written (field numbers from profile.proto): ``sample_type`` (1) per
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -23,6 +24,7 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from .._np import uniq_inv
 from .model import ExportProfile, vectorized
 
 _VARINT, _LEN = 0, 2
@@ -170,11 +172,11 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
     if ep.comm is not None:
         cols.append((k_comm, ep.comm, True))
     for key, col, is_str in cols:
-        u, inv = np.unique(np.asarray(col, dtype=np.int64), return_inverse=True)
+        u, inv = uniq_inv(np.asarray(col, dtype=np.int64))
         enc = [label(key, comm_idx[v] if is_str else v, is_str) if v >= 0 else b"" for v in u.tolist()]
         plen = np.array([len(e) for e in enc], dtype=np.int64)
         poff = np.cumsum(plen) - plen
-        inv = inv.reshape(-1).astype(np.int32 if len(u) < (1 << 31) else np.int64)
+        inv = inv.astype(np.int32 if len(u) < (1 << 31) else np.int64)
         labels.append((np.frombuffer(b"".join(enc), dtype=np.uint8), poff, plen, inv))
     for r0 in range(0, n, SAMPLE_BATCH):
         r1 = min(r0 + SAMPLE_BATCH, n)
@@ -393,19 +395,15 @@ def _utf8(s: str) -> bytes:
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
 
 
-_GZIP_HEADER: list[bytes] = []
-
-
+@functools.cache
 def _gzip_header() -> bytes:
     """The 10-byte header ``gzip.compress(data, compresslevel=6, mtime=0)``
     writes with this Python (its OS byte is zlib's on 3.11+, 255 before),
     taken from gzip itself: then the deflate body (level 6, the whole input) and
     the CRC-32 and size trailer are the same on every version."""
-    if not _GZIP_HEADER:
-        import gzip
+    import gzip
 
-        _GZIP_HEADER.append(gzip.compress(b"", compresslevel=6, mtime=0)[:10])
-    return _GZIP_HEADER[0]
+    return gzip.compress(b"", compresslevel=6, mtime=0)[:10]
 
 
 def dump(ep: ExportProfile, f: BinaryIO) -> int:

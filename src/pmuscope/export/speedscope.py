@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 
 from .. import __version__
+from .._np import uniq_first
 from .model import ExportProfile, vectorized
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
@@ -54,6 +55,14 @@ def _columns(ep: ExportProfile, sample_types: list[int] | None) -> list[int]:
     return sample_types
 
 
+def _tids_in_time_order(ep: ExportProfile) -> tuple[np.ndarray, np.ndarray]:
+    """``(tid per row (-1 without a tid column), the rows in time order (ties: row order))``."""
+    n = len(ep)
+    tid = np.asarray(ep.tid, dtype=np.int64) if ep.tid is not None else np.full(n, -1, dtype=np.int64)
+    order = np.argsort(np.asarray(ep.time, dtype=np.int64), kind="stable") if ep.time is not None else np.arange(n)
+    return tid, order
+
+
 def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -> dict:
     """The speedscope JSON document of ``ep``: one profile per (thread,
     sample type); ``sample_types`` selects columns (default: every column
@@ -62,8 +71,7 @@ def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -
     frames = _frames(ep)
     sample_types = _columns(ep, sample_types)
     n = len(ep)
-    tid = np.asarray(ep.tid, dtype=np.int64) if ep.tid is not None else np.full(n, -1, dtype=np.int64)
-    order = np.argsort(np.asarray(ep.time, dtype=np.int64), kind="stable") if ep.time is not None else np.arange(n)
+    tid, order = _tids_in_time_order(ep)
     off = ep.stack_offsets.tolist()
     st = ep.stack.tolist()
     stacks = [st[off[i]:off[i + 1]][::-1] for i in range(n)]
@@ -112,23 +120,21 @@ def _profile_rows(ep: ExportProfile, sample_types: list[int]) -> Iterator[tuple[
     """``(name, unit, rows, weights)`` of each profile :func:`to_speedscope` makes, in its
     order: per sample type, per thread (ascending tid), the rows with a nonzero
     value in time order (ties: row order)."""
-    n = len(ep)
-    tid = np.asarray(ep.tid, dtype=np.int64) if ep.tid is not None else np.full(n, -1, dtype=np.int64)
-    order = np.argsort(np.asarray(ep.time, dtype=np.int64), kind="stable") if ep.time is not None else np.arange(n)
+    tid, order = _tids_in_time_order(ep)
     comm_of: dict[int, str] = {}  # a thread's name: the comm of its first row (in row order) that has one
     if ep.comm is not None:
         comm = np.asarray(ep.comm, dtype=np.int64)
         has = np.flatnonzero(comm >= 0)
-        ut, first = np.unique(tid[has], return_index=True)
+        ut, first, _ = uniq_first(tid[has])
         comm_of = {t: ep.comms[c] for t, c in zip(ut.tolist(), comm[has[first]].tolist())}
     tid_o = tid[order]
     for k in sample_types:
         kind, unit = ep.sample_types[k]
         col = ep.values[:, k]
-        sel = order[col[order] != 0]  # time order, then grouped by thread (stable)
-        by = np.argsort(tid_o[col[order] != 0], kind="stable")
-        sel = sel[by]
-        ts, starts = np.unique(tid[sel], return_index=True)
+        nonzero = col[order] != 0
+        sel = order[nonzero]  # time order, then grouped by thread (stable)
+        sel = sel[np.argsort(tid_o[nonzero], kind="stable")]
+        ts, starts, _ = uniq_first(tid[sel])
         ends = np.append(starts[1:], len(sel))
         for t, a, b in zip(ts.tolist(), starts.tolist(), ends.tolist()):
             yield _profile_name(t, comm_of, kind), _unit(unit), sel[a:b], col
