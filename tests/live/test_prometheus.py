@@ -118,9 +118,17 @@ class Reference(threading.Thread):
             self.times.append(t)
 
     def at(self, event_index: int, cpu_index: int, t: float) -> float:
-        v = np.array([a[event_index, cpu_index] for a in self.values], dtype=np.float64)
-        assert self.times[0] <= t <= self.times[-1], "scrape outside the reference window"
-        return float(np.interp(t, self.times, v))
+        # a scrape just before the query can be newer than the last read (every 10 ms):
+        # wait for the read after it (one CI run asked 1.4 ms past the last read)
+        deadline = time.monotonic() + 2
+        while self.times[-1] < t and self.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        # the reads so far, as pairs (the thread appends a value, then its time, meanwhile)
+        k = min(len(self.times), len(self.values))
+        times = self.times[:k]
+        v = np.array([a[event_index, cpu_index] for a in self.values[:k]], dtype=np.float64)
+        assert times[0] <= t <= times[-1], "scrape outside the reference window"
+        return float(np.interp(t, times, v))
 
     def stop(self) -> None:
         self.done.set()
