@@ -340,6 +340,78 @@ def test_vectorized_aggregation_and_encoding_equal_the_reference(ep):
             assert list(ep.folded(k, comm=comm).items()) == whole
 
 
+def _indexed(ep: ExportProfile, *, split_first: bool = True) -> ExportProfile:
+    """``ep`` with each distinct stack held once, in reverse first-seen order, and a
+    ``stack_index`` per row; one stack is held twice (rows alternating between its
+    copies: equal sequences under two numbers) and an unused stack is added."""
+    flat, off = ep.stack.tolist(), ep.stack_offsets.tolist()
+    rows = [tuple(flat[off[i]:off[i + 1]]) for i in range(len(ep))]
+    distinct = list(dict.fromkeys(rows))[::-1]
+    if split_first and distinct:
+        distinct.append(distinct[0])
+    distinct.append((0, 0, 0))  # used by no row
+    number: dict[tuple, int] = {}  # a stack's first number
+    for j, st in enumerate(distinct):
+        number.setdefault(st, j)
+    twin = len(distinct) - 2 if split_first and rows else None
+    index = []
+    for i, st in enumerate(rows):
+        j = number[st]
+        index.append(twin if twin is not None and j == 0 and i % 2 else j)
+    lens = [len(st) for st in distinct]
+    return dataclasses.replace(
+        ep, stack=np.array([f for st in distinct for f in st], dtype=np.int32),
+        stack_offsets=np.cumsum([0] + lens).astype(np.int64), stack_index=np.array(index, dtype=np.int64))
+
+
+def _row_form(ep: ExportProfile) -> tuple[list, list]:
+    st, off = ep.row_stacks()
+    return st.tolist(), off.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(_random_rows())
+def test_indexed_stacks_write_what_row_stacks_write(ep):
+    """An ExportProfile whose rows index shared stacks gives every writer's bytes, the
+    aggregation and the folded stacks of the one with a stack per row."""
+    import os
+    from unittest import mock
+
+    ix = _indexed(ep).validate()
+    assert len(ix) == len(ep)
+    assert _row_form(ix) == _row_form(ep)
+    assert [ix.stack_of(i).tolist() for i in range(len(ep))] == [ep.stack_of(i).tolist() for i in range(len(ep))]
+    for vector in ("0", "1"):
+        with mock.patch.dict(os.environ, {"PMUSCOPE_EXPORT_VECTOR": vector}):
+            assert pprof.encode(ix) == pprof.encode(ep)
+            with mock.patch.object(pprof, "SAMPLE_BATCH", 3):
+                assert pprof.encode(ix) == pprof.encode(ep)
+            assert speedscope.dumps(ix) == speedscope.dumps(ep)
+            ref = aggregate_rows(ep)
+            got = aggregate_rows(ix)
+            assert got.stack_index is not None
+            assert _row_form(got) == _row_form(ref)
+            for name in ("values", "pid", "tid", "cpu", "time", "comm"):
+                x, y = getattr(got, name), getattr(ref, name)
+                assert (x is None) == (y is None) and (x is None or x.tolist() == y.tolist()), name
+            assert pprof.encode(got) == pprof.encode(ref)
+    with mock.patch.object(speedscope, "ROW_BATCH", 2):
+        assert speedscope.dumps(ix) == speedscope.dumps(ep)
+    from pmuscope.export import model as em
+
+    with mock.patch.object(em, "FOLD_BATCH", 2):
+        assert ix.folded(1, comm=True) == ep.folded(1, comm=True)
+
+
+def test_stack_index_is_validated():
+    ep = _indexed(from_folded(FOLDED), split_first=False)
+    bad = dataclasses.replace(ep, stack_index=np.array([0, 1, 2, 3, len(ep.stack_offsets) - 1]))
+    with pytest.raises(errors.FormatError, match="stack_index"):
+        bad.validate()
+    with pytest.raises(errors.FormatError, match="values has shape"):
+        dataclasses.replace(ep, stack_index=np.zeros(3, dtype=np.int64)).validate()
+
+
 def test_stack_ids_fall_back_on_a_hash_collision(monkeypatch):
     from pmuscope.export import model as em
 

@@ -258,11 +258,20 @@ def test_final_profile_is_the_profile_and_releases_the_collapser(native, monkeyp
 
     monkeypatch.setenv("PMUSCOPE_NATIVE_RESOLVE", native)
     path = next(p for p in CORPUS if "perf-g-small" in p)
-    cols = [Collapser(), Collapser()]
+    cols = [Collapser(), Collapser(), Collapser()]
     for c in iter_profile_chunks(path, kernel_symbols=False, chunk_samples=3):
         for col in cols:
             col.add(c)
     want, got = cols[0].profile(), cols[1].profile(final=True)
+    # stacks=False: the rows' stacks are left as the interned chains and their ids
+    bare = cols[2].profile(final=True, stacks=False)
+    assert len(bare.stack) == 0 and len(bare.stack_offsets) == len(want) + 1
+    assert np.array_equal(cols[2].row_chains, cols[0].row_chains)
+    cfr, coff = cols[2].chain_stacks
+    assert [cfr[coff[j]:coff[j + 1]].tolist() for j in cols[2].row_chains.tolist()] == \
+        [want.stack[want.stack_offsets[i]:want.stack_offsets[i + 1]].tolist() for i in range(len(want))]
+    with pytest.raises(ValueError, match="final=True"):
+        cols[0].profile(stacks=False)
     assert len(got) == len(want) > 0
     for name in (*COLUMNS, "count"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name

@@ -63,7 +63,8 @@ def load(path: str, *, input_format: str | None = None, kernel_symbols: bool | N
                                                    chunk_samples=model.COLLAPSE_CHUNK_SAMPLES):
                 col.add(select(chunk) if select is not None else chunk)
                 del chunk  # not alive while the next one is built
-            prof = col.profile(final=True)
+            # the rows' stacks stay the interned chains (ExportProfile.stack_index): not copied per row
+            prof = col.profile(final=True, stacks=False)
         else:  # PMUSCOPE_EXPORT_STREAM=0: the reference, every sample held
             prof = load_profile(pf, kernel_symbols=kernel_symbols)
     finally:

@@ -7,7 +7,11 @@ It is what the formats have in common and nothing more:
   mapping, kernel flag); a frame id is an index into this list;
 - per sample *row* (a row may stand for many samples: its ``values`` say how
   much): its stack as frame ids (int32 or int64) **leaf first** (callee → caller, the kernel's
-  and pprof's order) in ``stack[stack_offsets[i]:stack_offsets[i + 1]]``,
+  and pprof's order) in ``stack[stack_offsets[i]:stack_offsets[i + 1]]``, or, when the
+  ``stack_index`` column is set, in ``stack[stack_offsets[j]:stack_offsets[j + 1]]`` with
+  ``j = stack_index[i]`` (``stack``/``stack_offsets`` then hold each distinct stack once: a
+  profile of many rows sharing few stacks does not repeat them; :meth:`ExportProfile.row_stacks`
+  gives the row-by-row arrays either way),
   its ``values`` (``int64[rows, len(sample_types)]``, one column per
   :attr:`ExportProfile.sample_types` entry), and optionally ``pid``, ``tid``,
   ``cpu``, ``time`` (ns) and ``comm`` (index into ``comms``) columns (-1: not
@@ -94,13 +98,50 @@ class ExportProfile:
     comments: list[str] = field(default_factory=list)
     default_sample_type: str = ""
     name: str = "pmuscope"
+    #: each row's stack number (see the module docstring), or None: a stack per row
+    stack_index: np.ndarray | None = None
 
     def __len__(self) -> int:
+        if self.stack_index is not None:
+            return len(self.stack_index)
         return len(self.stack_offsets) - 1
 
     def stack_of(self, row: int) -> np.ndarray:
         """Frame ids of row ``row``, leaf first."""
-        return self.stack[self.stack_offsets[row]:self.stack_offsets[row + 1]]
+        j = row if self.stack_index is None else int(self.stack_index[row])
+        return self.stack[self.stack_offsets[j]:self.stack_offsets[j + 1]]
+
+    def row_bounds(self, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(starts, ends)`` (int64) of the stacks of ``rows`` (an index array; default
+        every row) in :attr:`stack`."""
+        off = np.asarray(self.stack_offsets, dtype=np.int64)
+        j = np.asarray(self.stack_index, dtype=np.int64) if self.stack_index is not None else None
+        if rows is not None:
+            j = np.asarray(rows, dtype=np.int64) if j is None else j[rows]
+        if j is None:
+            return off[:-1], off[1:]
+        return off[j], off[j + 1]
+
+    def batch_stacks(self, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(frame ids, offsets from 0)`` of the stacks of rows ``r0`` to ``r1`` (excluded)
+        one after the other: a slice of :attr:`stack` without ``stack_index``, else gathered."""
+        if self.stack_index is None:
+            s0 = int(self.stack_offsets[r0])
+            return (self.stack[s0:int(self.stack_offsets[r1])],
+                    np.asarray(self.stack_offsets[r0:r1 + 1], dtype=np.int64) - s0)
+        starts, ends = self.row_bounds(np.arange(r0, r1, dtype=np.int64))
+        lens = ends - starts
+        off = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        idx = np.repeat(starts - off[:-1], lens) + np.arange(int(off[-1]), dtype=np.int64)
+        return self.stack[idx], off
+
+    def row_stacks(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(stack, stack_offsets)`` with one stack per row (those of the profile itself
+        when it has no ``stack_index``)."""
+        if self.stack_index is None:
+            return self.stack, np.asarray(self.stack_offsets, dtype=np.int64)
+        return self.batch_stacks(0, len(self))
 
     def totals(self) -> dict[str, int]:
         """Sum of each sample type's column: ``{"samples": 120, "cycles": ...}``."""
@@ -112,6 +153,9 @@ class ExportProfile:
             raise FormatError(f"values has shape {self.values.shape}, expected ({n}, {len(self.sample_types)})")
         if len(self.stack) and (self.stack.min() < 0 or self.stack.max() >= len(self.frames)):
             raise FormatError("a stack refers to a frame id outside frames")
+        if self.stack_index is not None and n and (
+                int(self.stack_index.min()) < 0 or int(self.stack_index.max()) >= len(self.stack_offsets) - 1):
+            raise FormatError("stack_index refers to a stack outside stack_offsets")
         for col in ("pid", "tid", "cpu", "time", "comm"):
             a = getattr(self, col)
             if a is not None and len(a) != n:
@@ -128,15 +172,13 @@ class ExportProfile:
         k = self.sample_type_index(sample_type)
         names = [frame_name(f.name + ("_[k]" if f.kernel and not f.name.endswith("_[k]") else "")) for f in self.frames]
         out: Counter = Counter()
-        off_all = np.asarray(self.stack_offsets, dtype=np.int64)
         vals_all = self.values[:, k]
         use_comm = comm and self.comm is not None
         # a batch of rows at a time: Python ints of every frame id at once weighed ~40 bytes each
         for r0 in range(0, len(self), FOLD_BATCH):
             r1 = min(r0 + FOLD_BATCH, len(self))
-            s0 = int(off_all[r0])
-            off = (off_all[r0:r1 + 1] - s0).tolist()
-            st = self.stack[s0:int(off_all[r1])].tolist()
+            st, off = self.batch_stacks(r0, r1)
+            st, off = st.tolist(), off.tolist()
             vals = vals_all[r0:r1].tolist()
             comm_col = self.comm[r0:r1].tolist() if use_comm else None
             for i, v in enumerate(vals):
@@ -245,12 +287,17 @@ def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Seq
     """:func:`from_profile` before its rows are merged: ``(ExportProfile,
     stack ids)``, the stack ids being what :func:`aggregate_rows` may group the
     stacks by (a collapsed profile's chain ids) or None. For a caller that lets
-    the profile go before merging (the merge's temporaries then reuse its memory)."""
+    the profile go before merging (the merge's temporaries then reuse its memory).
+
+    When ``collapsed`` made ``p`` with ``profile(final=True, stacks=False)``, the
+    rows' stacks are its interned chains: the ExportProfile holds each chain once
+    and a ``stack_index`` (the chain ids) per row."""
     n = len(p)
     cnt = p.count if collapsed is not None else None
     event_names = list(p.event_names)
     sample_types = _sample_types_for(event_names)
-    frames_ids, offsets = p.stacks()
+    chained = collapsed is not None and p.has_callchain and getattr(collapsed, "chain_stacks", None) is not None
+    frames_ids, offsets = collapsed.chain_stacks if chained else p.stacks()
     nframes = len(p.frame_ip)
     # -- mappings: one per DSO used by a frame; pprof shows mapping[0] as "the main binary",
     # so the executable (not a .so, not [kernel...]) with the most leaf samples goes first
@@ -333,6 +380,7 @@ def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Seq
         period_type=period_type, period=period_value, time_nanos=0, duration_nanos=max(t1 - t0, 0),
         comments=list(comments), default_sample_type=sample_types[1][0] if len(sample_types) > 1 else "",
         name=getattr(p, "source", "") or "pmuscope",
+        stack_index=np.asarray(collapsed.row_chains, dtype=np.int64) if chained else None,
     )
     # collapsed rows whose stacks are interned chains: the chain ids group the stacks already
     chains = collapsed.row_chains if collapsed is not None and p.has_callchain else None
@@ -447,12 +495,17 @@ def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) ->
     if n == 0:
         return ep.validate()
     # a stack id per row: identical frame sequences share it
-    lens = np.diff(ep.stack_offsets)
     vector = vectorized()
+    indexed = ep.stack_index is not None
     if vector and stack_ids is not None:
         sid = np.asarray(stack_ids, dtype=np.int64)
+    elif vector and indexed:
+        # distinct stacks may still be equal sequences (made by hand): their ids, then each row's
+        sid = _stack_ids(ep.stack, ep.stack_offsets)[np.asarray(ep.stack_index, dtype=np.int64)]
     else:
-        sid = _stack_ids(ep.stack, ep.stack_offsets) if vector else _stack_ids_dict(ep.stack, ep.stack_offsets)
+        rs, roff = ep.row_stacks()  # the reference compares every row's own frames
+        sid = _stack_ids(rs, roff) if vector else _stack_ids_dict(rs, roff)
+        del rs, roff
     cols = [sid]
     for name in ("pid", "tid", "cpu", "comm"):
         a = getattr(ep, name)
@@ -467,7 +520,7 @@ def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) ->
     rank[order] = np.arange(len(order))
     new = rank[inv]
     m = len(first)
-    if vector and m == n and int(ep.stack_offsets[0]) == 0:  # nothing to merge: the rows as they are
+    if vector and m == n and (indexed or int(ep.stack_offsets[0]) == 0):  # nothing to merge: the rows as they are
         return ExportProfile(
             sample_types=ep.sample_types, frames=ep.frames, stack=ep.stack,
             stack_offsets=np.asarray(ep.stack_offsets, dtype=np.int64),
@@ -475,15 +528,21 @@ def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) ->
             time=None if ep.time is None else np.asarray(ep.time, dtype=np.int64), mappings=ep.mappings,
             period_type=ep.period_type, period=ep.period, time_nanos=ep.time_nanos,
             duration_nanos=ep.duration_nanos, comments=ep.comments, default_sample_type=ep.default_sample_type,
-            name=ep.name,
+            name=ep.name, stack_index=ep.stack_index,
         ).validate()
     values = np.zeros((m, ep.values.shape[1]), dtype=np.int64)
     np.add.at(values, new, ep.values)
     rows = first[order]
-    new_lens = lens[rows]
-    new_off = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(new_lens, out=new_off[1:])
-    idx = np.repeat(ep.stack_offsets[:-1][rows] - new_off[:-1], new_lens) + np.arange(int(new_off[-1]), dtype=np.int64)
+    if indexed:  # the merged rows point at the same distinct stacks
+        stack, new_off = ep.stack, np.asarray(ep.stack_offsets, dtype=np.int64)
+        stack_index = np.asarray(ep.stack_index, dtype=np.int64)[rows]
+    else:
+        new_lens = np.diff(ep.stack_offsets)[rows]
+        new_off = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(new_lens, out=new_off[1:])
+        idx = np.repeat(ep.stack_offsets[:-1][rows] - new_off[:-1], new_lens) + np.arange(int(new_off[-1]),
+                                                                                         dtype=np.int64)
+        stack, stack_index = ep.stack[idx], None
     time = None
     if ep.time is not None:
         time = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
@@ -493,9 +552,9 @@ def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) ->
         return None if a is None else np.asarray(a)[rows]
 
     return ExportProfile(
-        sample_types=ep.sample_types, frames=ep.frames, stack=ep.stack[idx], stack_offsets=new_off, values=values,
+        sample_types=ep.sample_types, frames=ep.frames, stack=stack, stack_offsets=new_off, values=values,
         pid=take(ep.pid), tid=take(ep.tid), cpu=take(ep.cpu), time=time, comm=take(ep.comm), comms=ep.comms,
         mappings=ep.mappings, period_type=ep.period_type, period=ep.period, time_nanos=ep.time_nanos,
         duration_nanos=ep.duration_nanos, comments=ep.comments, default_sample_type=ep.default_sample_type,
-        name=ep.name,
+        name=ep.name, stack_index=stack_index,
     ).validate()

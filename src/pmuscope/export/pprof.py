@@ -115,7 +115,8 @@ def _samples_loop(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int
     k_pid, k_tid, k_cpu, k_comm = keys
     n = len(ep)
     loc_bytes, loc_boff = varints(ep.stack.astype(np.int64) + 1)
-    loc_off = loc_boff[ep.stack_offsets].tolist()  # byte range of each row's location ids
+    starts, ends = ep.row_bounds()
+    loc_a, loc_b = loc_boff[starts].tolist(), loc_boff[ends].tolist()  # byte range of each row's location ids
     val_bytes, val_boff = varints(ep.values.reshape(-1))
     k = ep.values.shape[1]
     val_off = val_boff[::k].tolist() if k else [0] * (n + 1)
@@ -124,7 +125,7 @@ def _samples_loop(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int
     comm_col = ep.comm.tolist() if ep.comm is not None else None
     loc_key, val_key, sample_key = _key(1, _LEN), _key(2, _LEN), _key(2, _LEN)
     for i in range(n):
-        a, b = loc_off[i], loc_off[i + 1]
+        a, b = loc_a[i], loc_b[i]
         body = [loc_key + varint(b - a) + loc_bytes[a:b]] if b > a else []
         a, b = val_off[i], val_off[i + 1]
         body.append(val_key + varint(b - a) + val_bytes[a:b])
@@ -164,6 +165,14 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
     if not n:
         return
     stack_off = np.asarray(ep.stack_offsets, dtype=np.int64)
+    sidx = None if ep.stack_index is None else np.asarray(ep.stack_index, dtype=np.int64)
+    if sidx is not None:
+        # rows share their distinct stacks: each stack's location ids encoded once, gathered per row
+        g_bytes, g_boff = varints(ep.stack.astype(np.int64) + 1)
+        g_src = np.frombuffer(g_bytes, dtype=np.uint8)
+        g_b = g_boff[stack_off]
+        g_start, g_len = g_b[:-1], np.diff(g_b)
+        del g_boff, g_b
     k = ep.values.shape[1]
     # label columns: (pool bytes, pool offsets, pool lengths (0 = no label), each row's pool entry)
     labels = []
@@ -180,11 +189,14 @@ def _samples(ep: ExportProfile, label, comm_idx: list[int], keys: tuple[int, int
         labels.append((np.frombuffer(b"".join(enc), dtype=np.uint8), poff, plen, inv))
     for r0 in range(0, n, SAMPLE_BATCH):
         r1 = min(r0 + SAMPLE_BATCH, n)
-        s0, s1 = int(stack_off[r0]), int(stack_off[r1])
-        loc_bytes, loc_boff = varints(ep.stack[s0:s1].astype(np.int64) + 1)  # this batch's location ids
-        loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
-        loc_off = loc_boff[stack_off[r0:r1 + 1] - s0]
-        loc_a, loc_len = loc_off[:-1], np.diff(loc_off)
+        if sidx is not None:
+            loc_src, loc_a, loc_len = g_src, g_start[sidx[r0:r1]], g_len[sidx[r0:r1]]
+        else:
+            s0, s1 = int(stack_off[r0]), int(stack_off[r1])
+            loc_bytes, loc_boff = varints(ep.stack[s0:s1].astype(np.int64) + 1)  # this batch's location ids
+            loc_src = np.frombuffer(loc_bytes, dtype=np.uint8)
+            loc_off = loc_boff[stack_off[r0:r1 + 1] - s0]
+            loc_a, loc_len = loc_off[:-1], np.diff(loc_off)
         val_bytes, val_boff = varints(ep.values[r0:r1].reshape(-1))  # this batch's values
         val_off = val_boff[::k] if k else np.zeros(r1 - r0 + 1, dtype=np.int64)
         val_a, val_len = val_off[:-1], np.diff(val_off)

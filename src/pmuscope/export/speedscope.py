@@ -72,9 +72,9 @@ def to_speedscope(ep: ExportProfile, *, sample_types: list[int] | None = None) -
     sample_types = _columns(ep, sample_types)
     n = len(ep)
     tid, order = _tids_in_time_order(ep)
-    off = ep.stack_offsets.tolist()
+    starts, ends = ep.row_bounds()
     st = ep.stack.tolist()
-    stacks = [st[off[i]:off[i + 1]][::-1] for i in range(n)]
+    stacks = [st[a:b][::-1] for a, b in zip(starts.tolist(), ends.tolist())]
     comm_of: dict[int, str] = {}
     if ep.comm is not None:
         for t, c in zip(tid.tolist(), np.asarray(ep.comm).tolist()):
@@ -142,11 +142,11 @@ def _profile_rows(ep: ExportProfile, sample_types: list[int]) -> Iterator[tuple[
 
 def _stack_texts(ep: ExportProfile, rows: np.ndarray, ids: list[str]) -> str:
     """``rows``' stacks root first as JSON arrays, comma-separated (json.dumps's text)."""
-    off = np.asarray(ep.stack_offsets, dtype=np.int64)
-    lens = off[rows + 1] - off[rows]
+    a, b = ep.row_bounds(rows)
+    lens = b - a
     ends = np.cumsum(lens)
     # each row's frame ids from its last (the root) to its first (the leaf)
-    idx = np.repeat(off[rows + 1] - 1 + (ends - lens), lens) - np.arange(int(ends[-1]) if len(ends) else 0)
+    idx = np.repeat(b - 1 + (ends - lens), lens) - np.arange(int(ends[-1]) if len(ends) else 0)
     flat = [ids[j] for j in ep.stack[idx].tolist()]
     bounds = [0, *ends.tolist()]
     return ",".join(["[" + ",".join(flat[bounds[i]:bounds[i + 1]]) + "]" for i in range(len(rows))])

@@ -99,6 +99,8 @@ class Collapser:
         #: after :meth:`profile`: each row's interned call chain id when the rows' stacks are
         #: those chains (equal ids, equal stacks and the other way round), else None
         self.row_chains: np.ndarray | None = None
+        #: after :meth:`profile` with ``stacks=False``: the interned chains ``(frames, offsets)``
+        self.chain_stacks: tuple[np.ndarray, np.ndarray] | None = None
 
     def _chain_of(self, c: Profile) -> np.ndarray:
         n = len(c)
@@ -185,17 +187,23 @@ class Collapser:
             self._parts = [_reduce(cols, self.keys)]
         self._rows = self._merged_rows = len(self._parts[0]["first"]) if self._parts else 0
 
-    def profile(self, *, final: bool = False) -> Profile:
+    def profile(self, *, final: bool = False, stacks: bool = True) -> Profile:
         """The collapsed profile of every chunk added (rows by first sample).
         ``final``: no chunk is added nor profile asked for after this one, so the
         collapsing state (the rows' hash table, the interned chains) is freed as
         soon as the rows are read out, before the profile's columns are built;
-        :meth:`period_histogram`, :attr:`time_max` and :attr:`time_min` stay."""
+        :meth:`period_histogram`, :attr:`time_max` and :attr:`time_min` stay.
+        ``stacks=False`` (with ``final``, for a reader of :attr:`row_chains`): the
+        rows' stacks are not copied out of the interned chains; the profile's
+        ``stack`` is then empty, and row ``i``'s stack is chain ``row_chains[i]`` of
+        :attr:`chain_stacks` ``(frames, offsets)``."""
         last = self.last
         if last is None:
             raise ValueError("no chunk was added")
         if self._final:
             raise ValueError("the collapser was released by profile(final=True)")
+        if not stacks and not final:
+            raise ValueError("profile(stacks=False) needs final=True")
         self._final = final
         native = self._ncol is not None
         if native:
@@ -228,8 +236,12 @@ class Collapser:
                 flat = np.concatenate(self._chains).astype(np.int32, copy=False)
             if final:
                 self._chains, self._chain_ids = [], {}
-            stack, st_off = _take_flat(flat, coff, cols["chain"])
             self.row_chains = cols["chain"]
+            if stacks:
+                stack, st_off = _take_flat(flat, coff, cols["chain"])
+            else:
+                self.chain_stacks = (flat, coff)
+                stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
         else:
             stack, st_off = np.zeros(0, dtype=np.int32), np.zeros(nrows + 1, dtype=np.int64)
             self.row_chains = None
