@@ -282,6 +282,17 @@ def from_profile(p, *, build_ids: TMapping[str, str] | None = None, aggregate: b
     return aggregate_rows(out, stack_ids=stack_ids) if aggregate else out.validate()
 
 
+def _int_column(a) -> np.ndarray:
+    """``a`` as a signed integer array without copying it when it is one already
+    (a uint64 column is viewed as int64: the values :func:`np.asarray` would give)."""
+    a = np.asarray(a)
+    if a.dtype == np.uint64:
+        return a.view(np.int64)
+    if a.dtype.kind != "i":
+        return a.astype(np.int64)
+    return a
+
+
 def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Sequence[str] = (),
                 collapsed=None) -> tuple[ExportProfile, np.ndarray | None]:
     """:func:`from_profile` before its rows are merged: ``(ExportProfile,
@@ -358,17 +369,19 @@ def export_rows(p, *, build_ids: TMapping[str, str] | None = None, comments: Seq
     elif n and event_names:
         first = np.asarray(p.period)[np.asarray(p.event) == 0]
         period_value = int(np.median(first)) if len(first) else 0
-    cpu = np.asarray(p.cpu, dtype=np.int64) if getattr(p, "has_cpu", True) else None
-    time = np.asarray(p.time, dtype=np.int64) if getattr(p, "has_time", True) else None
+    # label columns in the profile's own integer types (cpu and comm are int32 there): the
+    # writers widen what they use a batch at a time; time's uint64 read as int64 in place
+    cpu = _int_column(p.cpu) if getattr(p, "has_cpu", True) else None
+    time = _int_column(p.time) if getattr(p, "has_time", True) else None
     # frame ids as the profile holds them (int32): shared, not copied (a 64-bit copy of a large
     # recording's stacks was the biggest transient of an export)
     stack = np.asarray(frames_ids)
     if stack.dtype not in (np.int32, np.int64):
         stack = stack.astype(np.int64)
     stack_offsets = np.asarray(offsets, dtype=np.int64)
-    pid = np.asarray(p.pid, dtype=np.int64)
-    tid = np.asarray(p.tid, dtype=np.int64)
-    comm = np.asarray(p.comm, dtype=np.int64)
+    pid = _int_column(p.pid)
+    tid = _int_column(p.tid)
+    comm = _int_column(p.comm)
     t0 = int(time.min()) if time is not None and n else 0
     t1 = int(time.max()) if time is not None and n else 0
     if time is not None and n and collapsed is not None:
