@@ -156,8 +156,8 @@ def test_collapsed_report_is_the_whole_profile_report(path, args, capsys, monkey
     seen = []
     real = collapse.Collapser.profile
 
-    def spy(self):
-        prof = real(self)
+    def spy(self, **kw):
+        prof = real(self, **kw)
         seen.append(prof)
         return prof
     monkeypatch.setattr(collapse.Collapser, "profile", spy)

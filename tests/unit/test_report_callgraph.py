@@ -557,3 +557,22 @@ def test_cli_errors_are_one_line(data_file, tmp_path, capsys):
     for bad, msg in ((["-g", "sideways"], "sideways"), (["--max-stack", "-3"], "--max-stack")):
         rc, _, err = _cli(capsys, "-i", data_file, *bad)
         assert rc != 0 and msg in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("children", [False, True], ids=["self", "children"])
+def test_report_text_in_pieces_is_the_whole_text(prof, children, monkeypatch):
+    """``iter_format_report`` (what ``report --stdio`` writes as it formats): its
+    pieces, whatever their size, join to ``format_report``'s text."""
+    from pmuscope.profile import report_format
+
+    rep = build_report(prof, SORT, children=children, call_graph=parse_call_graph("graph,0.5,caller"))
+    whole = format_report(rep)
+    assert whole.count("\n") > 20 and "--" in whole
+    for batch in (1, 3, 7, 1 << 20):
+        monkeypatch.setattr(report_format, "LINE_BATCH", batch)
+        pieces = list(report_format.iter_format_report(rep))
+        assert "".join(pieces) == whole
+        assert len(pieces) > 1 or batch == 1 << 20
+        assert all(p.endswith("\n") for p in pieces)
+    quiet = list(report_format.iter_format_report(rep, quiet=True))
+    assert "".join(quiet) == format_report(rep, quiet=True)

@@ -401,7 +401,8 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     _lazy.numpy(one_blas_thread=True)  # as the CLI imports it for the commands that always need it
 
     from ..profile.model import load_profile
-    from ..profile.report import format_report, report_json, reports_by_event
+    from ..profile.report import report_json, reports_by_event
+    from ..profile.report_format import iter_format_report
 
     call_graph, explicit = call_graph_params(args)
     ks = False if args.no_kernel_symbols else None
@@ -422,7 +423,9 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
             col.add(_select(chunk, args, entries, whole))
             del chunk  # not alive while the next one is built
         if prof is None:
-            prof = col.profile()  # filtered chunk by chunk
+            # filtered chunk by chunk; final: the collapsing tables go before the report is built
+            prof = col.profile(final=True)
+        del col
     else:
         prof = load_profile(pf, kernel_symbols=ks, itrace=args.itrace)
     if explicit and not prof.has_callchain:
@@ -477,12 +480,18 @@ def _run(args: argparse.Namespace, sort: tuple[str, ...], entries: dict | None, 
     else:  # a group leader's table still says "of events" (evsel->core.nr_members > 1)
         reps = reports_by_event(prof, sort, children=children, members={g.members[0]: len(g.members) for g in groups},
                                 **kw)
-    out = []
+    # written as it is formatted (a deep call graph's text runs to megabytes): the header,
+    # then the tables one blank line apart; perf ends each table with 2 blank lines
+    write = sys.stdout.write
+    write(header_text(pf) if args.header else "")
     for i, rep in enumerate(reps):
         elide(rep, entries)
-        out.append(format_report(rep, show_samples=args.show_nr_samples, lost=i == 0, quiet=args.quiet))
-    head = header_text(pf) if args.header else ""
-    sys.stdout.write(head + "\n".join(out) + ("\n" if args.quiet else ""))  # perf ends each table with 2 blank lines
+        if i:
+            write("\n")
+        for piece in iter_format_report(rep, show_samples=args.show_nr_samples, lost=i == 0, quiet=args.quiet):
+            write(piece)
+    if args.quiet:
+        write("\n")
     return 0
 
 

@@ -10,7 +10,7 @@ and both print through this module, so the layout exists once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from .._plain import Plain
 from ..errors import PmuscopeError
@@ -225,11 +225,22 @@ def _nr(n: int) -> str:
     return f"{n}{unit}"
 
 
+#: lines of a report joined into one piece of text by :func:`iter_format_report`
+LINE_BATCH = 4096
+
+
 def format_report(rep: Report, *, show_samples: bool = False, header: bool = True, lost: bool = True,
                   quiet: bool = False) -> str:
     """The report as ``perf report --stdio`` prints it (header, column rule, rows).
     ``lost``: the ``# Total Lost Samples`` lines, which perf prints once, above
     the first event's table."""
+    return "".join(iter_format_report(rep, show_samples=show_samples, header=header, lost=lost, quiet=quiet))
+
+
+def iter_format_report(rep: Report, *, show_samples: bool = False, header: bool = True, lost: bool = True,
+                       quiet: bool = False) -> Iterator[str]:
+    """:func:`format_report`'s text in pieces of about :data:`LINE_BATCH` lines
+    (joined: the same text), so that a writer never holds a large report's whole text."""
     lines: list[str] = []
     if header and not quiet:
         if rep.notes:
@@ -293,8 +304,12 @@ def format_report(rep: Report, *, show_samples: bool = False, header: bool = Tru
             lines.extend(format_callchain(row.callchain, cg, total=float(rep.total_period if rep.chain_total is None
                                                                          else rep.chain_total),
                                           parent_period=row.chain_parent_period, skip_first=skip_first))
+        if len(lines) >= LINE_BATCH:
+            lines.append("")  # the piece ends with its last line's newline
+            yield "\n".join(lines)
+            lines = []
     lines.append("")
-    return "\n".join(lines) + "\n"
+    yield "\n".join(lines) + "\n"
 
 
 # --- call graphs, drawn as perf's ui/stdio/hist.c draws them ------------------------
