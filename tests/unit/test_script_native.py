@@ -333,3 +333,25 @@ def test_ns_times(env, capsys, monkeypatch):
     assert cli_main(["script", "-i", path, "-G", "--ns", "-F", "time"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == f"{t0 // 10**9:5d}.{t0 % 10**9:09d}: " and first.startswith(" 1006.582394")
+
+
+@native
+def test_batches_follow_the_text_per_sample(monkeypatch):
+    """The C formatter's batches are sized by the previous batch's text per sample
+    (deep call chains: fewer samples a batch); the text is the same."""
+    from pmuscope.profile import script as sc
+
+    p = _load(next(p for p in CORPUS if "perf-g-small" in p))
+    fields = parse_fields(LAYOUTS[0][0])
+    ref, _a, _b = _both(p, fields, True)
+    monkeypatch.setattr(sc, "WRITE_BYTES", 2000)
+    monkeypatch.setattr(sc, "MIN_BATCH", 1)
+    monkeypatch.setattr(sc, "FIRST_BATCH", 40)
+    sink = _Sink()
+    fmt = ScriptFormatter(fields, callchain=True, native=True)
+    fmt.write(p, sink.write)
+    assert sink.text() == ref
+    sizes = [len(x) for x in sink.parts]
+    assert len(sizes) > 4 and len(ref) > 5 * 2000
+    middle = sizes[1:-1]  # after the first batch (40 samples), each aims at 2000 bytes
+    assert sum(middle) / len(middle) < 2 * 2000 and min(middle) > 2000 / 4

@@ -300,11 +300,18 @@ def _middle_slow(p: Profile, i: int, fs: set) -> bytes:
     return t.encode()
 
 
-#: samples per piece of text :class:`ScriptFormatter` builds: the text of a batch is
-#: held whole (~70 bytes a sample without call chains, ~200 with a short chain), so
+#: samples per piece of text :class:`ScriptFormatter` builds at most: the text of a batch
+#: is held whole (~70 bytes a sample without call chains, ~200 with a short chain), so
 #: 4096 keeps it under a MiB; larger batches are no faster (one C call and one
 #: write(2) per batch)
 WRITE_BATCH = 4096
+#: the text a batch of the C formatter aims at: samples of deep call chains (~900 bytes
+#: each in a system-wide recording) are taken fewer at a time, as the last batch's text
+#: per sample says (from :data:`FIRST_BATCH` samples, between :data:`MIN_BATCH` and the
+#: formatter's batch): the buffer the text is written to keeps its largest size
+WRITE_BYTES = 1 << 20
+FIRST_BATCH = 1024
+MIN_BATCH = 64
 
 
 class ScriptFormatter:
@@ -321,6 +328,7 @@ class ScriptFormatter:
         self.callchain = callchain
         self.ns = ns  # times with nanoseconds (perf script --ns)
         self.batch = batch
+        self._step = min(batch, FIRST_BATCH)  # the C formatter's next batch (see WRITE_BYTES)
         #: the C formatter (None: unless ``PMUSCOPE_NATIVE_SCRIPT=0``); the Python one is the reference
         self.native = native_script_wanted() if native is None else native and native_script_available()
         self._texts: list[bytes] = []
@@ -446,11 +454,17 @@ class ScriptFormatter:
         text = _native.script_text
         args = (flags, comms, events, self._blob, self._foff, p.comm, p.pid, p.tid, p.cpu, p.time, p.period,
                 p.event, p.leaf, p.stack, p.stack_offsets)
-        for lo in range(0, n, self.batch):
-            out = text(*args, lo, min(n, lo + self.batch), into)
+        lo = 0
+        while lo < n:
+            hi = min(n, lo + self._step)
+            out = text(*args, lo, hi, into)
             yield lo, out
             if out is None:
                 return
+            # the next batch sized by this one's text per sample (the same text either way)
+            size = out if isinstance(out, int) else len(out)
+            self._step = min(self.batch, max(MIN_BATCH, (hi - lo) * WRITE_BYTES // max(size, 1)))
+            lo = hi
 
 
 def iter_script_bytes(p: Profile, fields: Sequence[str] | None = None, *, callchain: bool = True,
