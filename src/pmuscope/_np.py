@@ -30,6 +30,17 @@ def uniq(a) -> np.ndarray:
     return s[flag]
 
 
+def ragged_index(starts, lens) -> tuple[np.ndarray, np.ndarray]:
+    """``(idx, offsets)`` that gather ``lens[i]`` items from ``starts[i]`` for every i,
+    back to back: ``flat[idx]`` holds the rows one after another, row i at
+    ``offsets[i]:offsets[i + 1]`` (int64 both)."""
+    lens = np.asarray(lens, dtype=np.int64)
+    off = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    idx = np.repeat(np.asarray(starts, dtype=np.int64) - off[:-1], lens) + np.arange(int(off[-1]), dtype=np.int64)
+    return idx, off
+
+
 def _sorted_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(order, sorted values, run-start flags, inverse)`` of a non-empty 1-d array."""
     order = np.argsort(a)

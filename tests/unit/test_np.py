@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pmuscope import _np
 from pmuscope._np import uniq, uniq_first, uniq_inv
 
 
@@ -61,3 +62,19 @@ def test_isin_does_not_import_numpy_ma():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "False"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ragged_index_gathers_the_rows(seed):
+    rng = np.random.default_rng(seed)
+    flat = rng.integers(0, 1000, 200)
+    lens = rng.integers(0, 6, 30)
+    starts = rng.integers(0, 200 - 6, 30)
+    idx, off = _np.ragged_index(starts, lens)
+    assert idx.dtype == off.dtype == np.int64
+    assert off.tolist() == [0, *np.cumsum(lens).tolist()]
+    got = flat[idx]
+    assert [got[off[i]:off[i + 1]].tolist() for i in range(30)] == \
+        [flat[s:s + n].tolist() for s, n in zip(starts.tolist(), lens.tolist())]
+    idx0, off0 = _np.ragged_index(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert len(idx0) == 0 and off0.tolist() == [0]

@@ -34,7 +34,7 @@ from typing import Iterable, Mapping as TMapping, Sequence
 
 import numpy as np
 
-from .._np import uniq_first, uniq_inv
+from .._np import ragged_index, uniq_first, uniq_inv
 from ..errors import FormatError
 
 #: event names whose samples weigh time (their period is in nanoseconds)
@@ -130,10 +130,7 @@ class ExportProfile:
             return (self.stack[s0:int(self.stack_offsets[r1])],
                     np.asarray(self.stack_offsets[r0:r1 + 1], dtype=np.int64) - s0)
         starts, ends = self.row_bounds(np.arange(r0, r1, dtype=np.int64))
-        lens = ends - starts
-        off = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(lens, out=off[1:])
-        idx = np.repeat(starts - off[:-1], lens) + np.arange(int(off[-1]), dtype=np.int64)
+        idx, off = ragged_index(starts, ends - starts)
         return self.stack[idx], off
 
     def row_stacks(self) -> tuple[np.ndarray, np.ndarray]:
@@ -550,11 +547,7 @@ def aggregate_rows(ep: ExportProfile, *, stack_ids: np.ndarray | None = None) ->
         stack, new_off = ep.stack, np.asarray(ep.stack_offsets, dtype=np.int64)
         stack_index = np.asarray(ep.stack_index, dtype=np.int64)[rows]
     else:
-        new_lens = np.diff(ep.stack_offsets)[rows]
-        new_off = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(new_lens, out=new_off[1:])
-        idx = np.repeat(ep.stack_offsets[:-1][rows] - new_off[:-1], new_lens) + np.arange(int(new_off[-1]),
-                                                                                         dtype=np.int64)
+        idx, new_off = ragged_index(ep.stack_offsets[:-1][rows], np.diff(ep.stack_offsets)[rows])
         stack, stack_index = ep.stack[idx], None
     time = None
     if ep.time is not None:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._np import ragged_index
 from ..errors import PmuscopeError
 from ..kernel import PerfEventFd, abi
 from ..kernel.ring import RingBuffer
@@ -88,10 +89,7 @@ class LatencySamples(MemSamples):
             return LatencySamples.with_chains(base, None, None)
         idx = np.arange(len(self))[mask]
         off = self.callchain_offsets
-        counts = (off[idx + 1] - off[idx]).astype(np.int64)
-        new_off = np.zeros(len(idx) + 1, np.int64)
-        np.cumsum(counts, out=new_off[1:])
-        pos = np.repeat(off[idx] - new_off[:-1], counts) + np.arange(int(new_off[-1]), dtype=np.int64)
+        pos, new_off = ragged_index(off[idx], off[idx + 1] - off[idx])
         return LatencySamples.with_chains(base, self.callchain[pos], new_off)
 
     @classmethod

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .._np import isin, uniq, uniq_first, uniq_inv  # noqa: F401  (re-exported for the profile modules)
+from .._np import isin, ragged_index, uniq, uniq_first, uniq_inv  # noqa: F401  (re-exported for the profile modules)
 from ..kernel import abi
 from ..records import AttrTable, DecodeStats, RecordSource, SampleBatch
 from ..symbols import Symbolizer
@@ -97,11 +97,7 @@ def _take_flat(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.n
 
 
 def _take_flat_np(flat: np.ndarray, off: np.ndarray, sel) -> tuple[np.ndarray, np.ndarray]:
-    counts = np.diff(off)[sel]
-    starts = off[:-1][sel]
-    noff = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=noff[1:])
-    idx = np.repeat(starts - noff[:-1], counts) + np.arange(int(noff[-1]), dtype=np.int64)
+    idx, noff = ragged_index(off[:-1][sel], np.diff(off)[sel])
     return flat[idx], noff
 
 
@@ -357,10 +353,7 @@ class Profile:
             s = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
             frames = frames[off[:-1][s] + off[1:][s] - 1 - np.arange(len(frames), dtype=np.int64)]
         if max_stack is not None and len(lens) and int(lens.max()) > max_stack:
-            keep = np.minimum(lens, max(int(max_stack), 0))
-            noff = np.zeros(len(lens) + 1, dtype=np.int64)
-            np.cumsum(keep, out=noff[1:])
-            idx = np.repeat(off[:-1] - noff[:-1], keep) + np.arange(int(noff[-1]), dtype=np.int64)
+            idx, noff = ragged_index(off[:-1], np.minimum(lens, max(int(max_stack), 0)))
             return frames[idx], noff
         return frames, off
 
@@ -728,9 +721,7 @@ class ProfileBuilder:
         np.cumsum(clen, out=coff[1:])
         starts = np.stack((off[:-1], np.full(n, len(cc)), len(cc) + 1 + coff[:-1]), axis=1).ravel()
         counts = np.stack((np.where(ch, klen, orig), ch.astype(np.int64), clen), axis=1).ravel()
-        total = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=total[1:])
-        idx = np.repeat(starts - total[:-1], counts) + np.arange(int(total[-1]), dtype=np.int64)
+        idx, _ = ragged_index(starts, counts)
         per = counts.reshape(n, 3).sum(axis=1)
         noff = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(per, out=noff[1:])

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import errors
+from .._np import ragged_index
 
 _FIELD_RE = re.compile(
     r"^\s*field:(?P<decl>[^;]+);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);\s*(?:signed:(?P<signed>-?\d+);)?"
@@ -409,10 +410,7 @@ class TracepointDecoder:
                 continue
             offs = batch.raw_offsets
             # gather the selected payloads into one flat buffer with new offsets
-            starts, ends = offs[rows], offs[rows + 1]
-            lens = ends - starts
-            new_offs = np.concatenate([[0], np.cumsum(lens)])
-            idx = np.repeat(starts - new_offs[:-1], lens) + np.arange(int(new_offs[-1]), dtype=np.int64)
+            idx, new_offs = ragged_index(offs[rows], offs[rows + 1] - offs[rows])
             flat = np.asarray(batch.raw)[idx]
             out[i] = (rows, fmt.decode_batch(flat, new_offs))
         return out
