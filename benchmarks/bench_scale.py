@@ -7,7 +7,9 @@ file shows as a per-sample figure that grows.
 The files are given (``--files``; ``bench_report.py --keep DIR`` writes a
 shallow and a deep one; a longer ``perf record -e cpu-clock -F 10000 -g`` of
 CPU loops makes a bigger one). ``--pipe`` also times each file converted to
-pipe mode (``perf inject -o -``), read from the file.
+pipe mode (``perf inject -o -``), read from the file; ``--stdin`` adds each pipe-mode
+copy read from a real pipe (``-i -``, fed by ``cat``: rows marked ``|``), the way
+``perf record -o - | pmuscope script -i -`` reads, where the blocks read are copies.
 
 References: ``perf report --stdio`` for both ``report`` outputs, ``perf
 script`` / ``perf script -G`` for ``script`` / ``script -G``, and ``perf
@@ -18,7 +20,7 @@ of ``--rounds`` count (and the least CPU time, user + system: steadier than wall
 time when other work shares the machine). Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
 perf's, flat cost per sample.
 
-    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe] [--only report,script]
+    python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe [--stdin]] [--only report,script]
                                      [--before-src ../main/src]
 """
 
@@ -47,17 +49,24 @@ CASES = {
 LAST_CPU = [0.0]  # CPU seconds of the last timed run: on a loaded machine, steadier than wall time
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+def timed(cmd: list[str], env: dict[str, str], feed: str | None = None) -> tuple[float, int]:
     """Wall time (s) and peak RSS (KiB) of one run of CMD, output to /dev/null
-    (its CPU time, user + system, is left in ``LAST_CPU``)."""
+    (its CPU time, user + system, is left in ``LAST_CPU``); ``feed``: a file
+    that ``cat`` writes into CMD's standard input through a pipe."""
     t = time.perf_counter()
+    cat = subprocess.Popen(["cat", feed], stdout=subprocess.PIPE) if feed else None
     with open(os.devnull, "wb") as null:
-        p = subprocess.Popen(cmd, stdout=null, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+        p = subprocess.Popen(cmd, stdout=null, stderr=subprocess.PIPE,
+                             stdin=cat.stdout if cat else subprocess.DEVNULL, env=env)
+        if cat:
+            cat.stdout.close()  # the command's end of the pipe only
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
         err = p.stderr.read()
         p.stderr.close()
         p.returncode = os.waitstatus_to_exitcode(status)
+        if cat:
+            cat.wait()
     LAST_CPU[0] = ru.ru_utime + ru.ru_stime
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {err.decode(errors='replace')[-500:]}")
@@ -112,6 +121,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pipe", action="store_true", help="also pipe-mode copies of the files")
     ap.add_argument("--only", help="comma list of cases: " + ", ".join(CASES))
+    ap.add_argument("--stdin", action="store_true", help="with --pipe: also read each pipe-mode copy from a real "
+                    "pipe ('-i -' fed by cat, as 'perf record -o - | ... -i -'), rows marked '|'")
     ap.add_argument("--pipe-dir", default=None, help="where pipe-mode copies go (default: a temporary directory)")
     ap.add_argument("--before-src", metavar="DIR", help="also time the pmuscope whose sources are in DIR (another "
                     "checkout's src/), in the same rounds: columns 'before'")
@@ -138,23 +149,28 @@ def main() -> int:
           f"{'perf MB':>8} {'ours MB':>8} {'mem':>6} {'perf us/s':>9} {'ours us/s':>9}"
           f" {'perf cpu':>8} {'ours cpu':>8} {'cpu':>6}"
           + (f" {'before s':>8} {'time':>6} {'bef. MB':>8} {'mem':>6}" if benv else ""))
-    for f in files:
+    inputs = [(f, None) for f in files]
+    if args.stdin:
+        inputs += [(f, f) for f in files if f.endswith(".pipe")]
+    for f, feed in inputs:
         n = nsamples(f, env)
+        src = "-" if feed else f
+        label = os.path.basename(f)[:21] + ("|" if feed else "")
         for case in cases:
             ours_args, perf_args = CASES[case]
             best = {"ours": (1e9, 1 << 60), "perf": (1e9, 1 << 60), "before": (1e9, 1 << 60)}
             cpu = {"ours": 1e9, "perf": 1e9, "before": 1e9}
-            runs = [("perf", ["perf", *perf_args, "-i", f], env), ("ours", pm + ours_args + ["-i", f], env)]
+            runs = [("perf", ["perf", *perf_args, "-i", src], env), ("ours", pm + ours_args + ["-i", src], env)]
             if benv is not None:
-                runs.append(("before", pm + ours_args + ["-i", f], benv))
+                runs.append(("before", pm + ours_args + ["-i", src], benv))
             for _ in range(args.rounds):
                 for who, cmd, e in runs:
-                    w, m = timed(cmd, e)
+                    w, m = timed(cmd, e, feed)
                     cpu[who] = min(cpu[who], LAST_CPU[0])
                     bw, bm = best[who]
                     best[who] = (min(bw, w), min(bm, m))
             (pw, pmem), (ow, omem), (bw, bmem) = best["perf"], best["ours"], best["before"]
-            print(f"{os.path.basename(f)[:22]:<22} {n:>9} {case:<14} {pw:>7.2f} {ow:>7.2f} {ow / pw:>5.2f}x "
+            print(f"{label:<22} {n:>9} {case:<14} {pw:>7.2f} {ow:>7.2f} {ow / pw:>5.2f}x "
                   f"{pmem / 1024:>8.0f} {omem / 1024:>8.0f} {omem / pmem:>5.2f}x "
                   f"{pw / max(n, 1) * 1e6:>9.2f} {ow / max(n, 1) * 1e6:>9.2f}"
                   + f" {cpu['perf']:>8.2f} {cpu['ours']:>8.2f} {cpu['ours'] / max(cpu['perf'], 1e-9):>5.2f}x"

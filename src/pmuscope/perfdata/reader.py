@@ -203,6 +203,12 @@ class _Stream:
 
 
 
+def _joined(parts: list[memoryview]) -> memoryview:
+    """The parts back to back: the one part itself (a view of bytes nothing
+    writes to), else a copy of them together."""
+    return parts[0] if len(parts) == 1 else memoryview(b"".join(parts))
+
+
 class PerfDataWarning(UserWarning):
     """Something of a perf.data file was skipped (damaged optional metadata,
     trailing bytes) while the rest was read, as perf does."""
@@ -725,6 +731,7 @@ class PerfDataFile:
                 break
             st.pos += len(more)
             buf = buf + more if buf else more
+            del more  # joined to what was left of the last block: not held twice while it is walked
             n = len(buf)
             pos = start = 0
             while n - pos >= 8:
@@ -949,16 +956,18 @@ class PerfDataFile:
                 parts.append(mv)
                 parts_len += len(mv)
                 # a chunk ends before an AUXTRACE payload and after an unpadded record
-                # (the next one starts 8-byte aligned again: see _walk)
-                if parts_len >= max_bytes or rec[4] is not None or len(mv) & 7:
-                    yield parts_off, memoryview(b"".join(parts))
+                # (the next one starts 8-byte aligned again: see _walk); a stream's
+                # records come a block of about max_bytes at a time: a block of half
+                # that is a chunk of its own (handed over as it is, not copied)
+                if parts_len >= (max_bytes >> 1 if stream else max_bytes) or rec[4] is not None or len(mv) & 7:
+                    yield parts_off, _joined(parts)
                     parts, parts_len = [], 0
         except FormatError:
             if parts:  # every whole record before the error, as record by record
-                yield parts_off, memoryview(b"".join(parts))
+                yield parts_off, _joined(parts)
             raise
         if parts:
-            yield parts_off, memoryview(b"".join(parts))
+            yield parts_off, _joined(parts)
 
     def _release(self, off: int, size: int) -> None:
         """Drop the whole pages of the mapped file's bytes [off, off + size) from memory."""
