@@ -725,6 +725,10 @@ class PerfDataFile:
         unpack = _HDR.unpack_from
         buf = b""
         base = st.pos  # stream offset of buf[0]
+        # the C loop over a block's plain records (as _walk's); it stops where this loop must
+        # look (a record to handle, a bad size, the block's partial last record) and, with a
+        # run limit past the block, cuts runs only after an unpadded record, as this loop does
+        fast = _run_walker()
         while True:
             more = st.f.read(max_run)
             if not more:
@@ -735,6 +739,14 @@ class PerfDataFile:
             n = len(buf)
             pos = start = 0
             while n - pos >= 8:
+                if fast is not None:
+                    p, cut = fast(buf, pos, n, n + 1, start, _RUN_BREAK_MAP)
+                    if p != pos:
+                        pos = p
+                        if cut:
+                            yield _RUN, 0, memoryview(buf)[start:pos], base + start, None
+                            start = pos
+                        continue
                 type_, misc, size = unpack(buf, pos)
                 if size < 8:
                     if pos > start:
