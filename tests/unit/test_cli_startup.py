@@ -53,6 +53,32 @@ def test_numpy_loads_without_garbage_collections_and_leaves_the_collector_as_it_
     assert out.stdout.split() == ["True", "0", str(not disabled)]
 
 
+FREEZE_PROBE = ("import gc, sys\n"
+                "from pmuscope import _lazy\n"
+                "FLAG\n"
+                "_lazy.numpy()\n"
+                "print(gc.get_freeze_count() > 1000, gc.isenabled())\n")
+
+
+@pytest.mark.parametrize("cli", [True, False], ids=["command-line", "library"])
+def test_the_command_line_freezes_what_numpy_left_and_a_library_user_keeps_his_collector(cli):
+    """The CLI (its own process) moves the objects alive once numpy is in out of the
+    collector's view; imported as a library, pmuscope leaves the host's objects alone."""
+    code = FREEZE_PROBE.replace("FLAG", "_lazy.FREEZE_AFTER_IMPORT = True" if cli else "pass")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(cli), "True"]
+
+
+def test_cli_main_sets_the_freeze(monkeypatch, capsys):
+    from pmuscope import _lazy
+
+    monkeypatch.setattr(_lazy, "FREEZE_AFTER_IMPORT", False)
+    assert cli_main.main(["report", "-i", "/nonexistent/x.data"]) != 0
+    capsys.readouterr()
+    assert _lazy.FREEZE_AFTER_IMPORT is True
+
+
 def test_file_reading_commands_ask_for_numpy_first():
     # report imports numpy itself, only when its numpy-free path for small files
     # declines (tests/unit/test_report_lite.py)

@@ -151,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first == "script":
         # perf's -F -dso (take dso from the defaults): a value argparse would read as an option
         argv = _fields_joined(argv)
+    # the command line is a process of its own: startup objects may leave the collector's view
+    _lazy.FREEZE_AFTER_IMPORT = True
     parser = build_parser(first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
