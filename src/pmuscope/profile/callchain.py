@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PmuscopeError
-from .model import Profile, uniq_first, uniq_inv
+from .model import Profile, ragged_index, uniq_first, uniq_inv
 
 #: print types, in the order perf matches a prefix against them (parse_callchain_mode)
 MODES = ("graph", "flat", "fractal", "folded")
@@ -297,15 +297,13 @@ def _distinct_chains(ent: np.ndarray, off: np.ndarray, row: np.ndarray) -> tuple
     same = np.array_equal(row[rs], row) and np.array_equal(lens[rs], lens)
     if same and len(ent):
         # every sample against its class's representative, entry by entry, some samples at a time
-        delta = start[rs] - start
         step = max(1, _VERIFY_ENTRIES // max(int(lens.max()), 1))
         for a in range(0, n, step):
             b = min(a + step, n)
             e0, e1 = int(off[a]), int(off[b])
             if e1 == e0:
                 continue
-            at = np.arange(e0, e1, dtype=np.int64)
-            at += np.repeat(delta[a:b], lens[a:b])
+            at, _ = ragged_index(start[rs[a:b]], lens[a:b])  # the representatives' entries
             if not np.array_equal(ent[at], ent[e0:e1]):
                 same = False
                 break
