@@ -190,6 +190,17 @@ def stop_process(proc: subprocess.Popen) -> str:
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+def run_python(code: str, *argv: str, timeout: float = 60) -> list[str]:
+    """Run ``code`` in a fresh interpreter (this one's executable, this environment)
+    and return the words it printed; a failure shows its standard error. For what
+    only a new process shows: what an import loads, the first use of something."""
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
 def nobody_python() -> tuple[list[str], dict[str, str]]:
     """A command prefix and environment that run ``python3`` as uid 65534 with this
     checkout of pmuscope (and numpy) importable: copies of both in a world-readable

@@ -15,7 +15,7 @@ import pmuscope
 from pmuscope import errors
 from pmuscope.counting import count, online_cpus
 
-from ..conftest import requires_hardware_pmu
+from ..conftest import requires_hardware_pmu, run_python
 
 #: every test here runs over both Counter.read paths (native helper, pure Python)
 pytestmark = pytest.mark.usefixtures("read_path")
@@ -221,9 +221,7 @@ def test_works_without_the_native_helper():
         "    sum(range(100000))\n"
         "print(path, c.last['task-clock'].value > 0)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["python", "True"]
+    assert run_python(code) == ["python", "True"]
 
 
 def test_top_level_reexport():

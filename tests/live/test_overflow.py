@@ -12,6 +12,7 @@ import pmuscope
 from pmuscope.errors import PmuscopeError
 from pmuscope.kernel import syscall
 from pmuscope.sampling.overflow import EventCannotSampleError, OverflowInfo
+from tests.conftest import run_python
 
 
 def burn_thread_cpu(seconds: float) -> None:
@@ -43,9 +44,6 @@ def test_first_handle_of_a_process_is_signalled_at_once():
     keeps up, and numpy is never imported. Before, the first ring read imported numpy in the
     dispatcher thread; sharing the GIL with the spinning thread that took ~180 ms, and the first
     handle of a process saw 6 signals for 199 overflows."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, time, pmuscope\n"
         "calls = []\n"
@@ -55,10 +53,8 @@ def test_first_handle_of_a_process_is_signalled_at_once():
         "        pass\n"
         "print(len(calls), h.signals, 'numpy' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    calls, signals, numpy_loaded = out.stdout.split()
-    assert int(calls) >= 150 and int(signals) >= int(calls) * 0.9, out.stdout
+    calls, signals, numpy_loaded = run_python(code)
+    assert int(calls) >= 150 and int(signals) >= int(calls) * 0.9, (calls, signals)
     assert numpy_loaded == "False"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pmuscope.cli import main as cli_main
+from tests.conftest import run_python
 
 PROBE = ("import os, sys\n"
          "from pmuscope.cli.main import import_numpy\n"
@@ -48,9 +49,7 @@ GC_PROBE = ("import gc, sys\n"
 @pytest.mark.parametrize("disabled", [False, True], ids=["gc-on", "gc-off-before"])
 def test_numpy_loads_without_garbage_collections_and_leaves_the_collector_as_it_was(disabled):
     code = GC_PROBE.replace("DISABLE", "gc.disable()" if disabled else "pass")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "0", str(not disabled)]
+    assert run_python(code) == ["True", "0", str(not disabled)]
 
 
 FREEZE_PROBE = ("import gc, sys\n"
@@ -65,9 +64,7 @@ def test_the_command_line_freezes_what_numpy_left_and_a_library_user_keeps_his_c
     """The CLI (its own process) moves the objects alive once numpy is in out of the
     collector's view; imported as a library, pmuscope leaves the host's objects alone."""
     code = FREEZE_PROBE.replace("FLAG", "_lazy.FREEZE_AFTER_IMPORT = True" if cli else "pass")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(cli), "True"]
+    assert run_python(code) == [str(cli), "True"]
 
 
 def test_cli_main_sets_the_freeze(monkeypatch, capsys):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pmuscope import _np
+from tests.conftest import run_python
 from pmuscope._np import uniq, uniq_first, uniq_inv
 
 
@@ -53,15 +54,10 @@ def test_isin_is_np_isin(pair):
 
 
 def test_isin_does_not_import_numpy_ma():
-    import subprocess
-    import sys
-
     code = ("import sys, numpy as np\nfrom pmuscope._np import isin\n"
             "r = isin(np.arange(10), np.array([3, 3, 7]))\n"
             "print(r.sum(), 'numpy.ma' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["2", "False"]
+    assert run_python(code) == ["2", "False"]
 
 
 @pytest.mark.parametrize("seed", range(5))
