@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
+from _thread import allocate_lock
 from contextlib import contextmanager
 from typing import Iterable, Iterator, TextIO
 
@@ -53,7 +53,7 @@ class Progress:
         self.delay = _delay()
         self._last = 0.0
         self._drawn = False
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     def update(self, n: int = 0, *, force: bool = False) -> None:
         """Add ``n`` units done; redraw at most 10 times a second."""
@@ -110,19 +110,25 @@ def track_chunks(chunks: Iterable, total: int | None, label: str) -> Iterator:
 def activity(label: str) -> Iterator[Progress]:
     """Elapsed time of work that reports no amounts (a ticking line)."""
     prog = Progress(label)
+    if not prog.show:  # nothing to draw: no thread (nor the threading module)
+        try:
+            yield prog
+        finally:
+            prog.close()
+        return
+    import threading
+
     stop = threading.Event()
 
     def tick() -> None:
         while not stop.wait(0.2):
             prog.update()
 
-    t = threading.Thread(target=tick, name="pmuscope-progress", daemon=True) if prog.show else None
-    if t is not None:
-        t.start()
+    t = threading.Thread(target=tick, name="pmuscope-progress", daemon=True)
+    t.start()
     try:
         yield prog
     finally:
         stop.set()
-        if t is not None:
-            t.join()
+        t.join()
         prog.close()

@@ -115,6 +115,39 @@ def test_stat_of_a_command_imports_neither_numpy_nor_dataclasses():
         assert ",msec,task-clock," in err
 
 
+READER_PROBE = ("import sys\n"
+                "before = [m in sys.modules for m in ('threading', 'heapq')]\n"
+                "from pmuscope.cli.main import main\n"
+                "rc = main(sys.argv[1:])\n"
+                "sys.stdout.flush()\n"
+                "print('RC', rc, *before, *(m in sys.modules for m in ('threading', 'heapq')), file=sys.stderr)\n")
+
+
+@pytest.mark.parametrize("argv", [["script", "-G"], ["script"], ["report", "--stdio"]])
+def test_reading_a_recording_imports_neither_threading_nor_heapq(argv):
+    """`script` and `report` of a file: the DSO cache's locks come from
+    ``_thread``, a progress line that is not drawn starts no thread, ``heapq``
+    loads where records are put in time order by the reader that needs it
+    (0.2-0.5 ms each of a start-up that is most of a small file's run). Run
+    without ``site`` (``-S``): an interpreter's .pth files may import threading.
+    Reverting either change fails this test."""
+    import numpy
+
+    import pmuscope
+
+    path = str(Path(__file__).parents[1] / "data" / "perfdata" / "perf-g-small.data")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        str(Path(m.__file__).parents[1]) for m in (pmuscope, numpy)))
+    # --no-kernel-symbols: reading kallsyms (when its cache is cold) is done in a thread of its own
+    out = subprocess.run([sys.executable, "-S", "-c", READER_PROBE, *argv, "--no-kernel-symbols", "-i", path],
+                         capture_output=True,
+                         text=True, timeout=120, env=env)
+    last = out.stderr.strip().splitlines()[-1].split()
+    assert last[:2] == ["RC", "0"], out.stderr
+    assert out.stdout.count("\n") > 10  # it printed the recording
+    assert last[2:] == ["False"] * 4, out.stderr
+
+
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["stat", "--help"], ["report", "--help"],
                                   ["attr", "task-clock"], ["list", "sw"]])
 def test_commands_that_need_no_arrays_do_not_import_numpy(argv):

@@ -46,7 +46,7 @@ def _path(on: bool):
 
 
 def _same_batch(a: SampleBatch, b: SampleBatch) -> None:
-    for name in SampleBatch.__dataclass_fields__:
+    for name in SampleBatch._fields:
         if name == "attrs":
             continue
         x, y = getattr(a, name), getattr(b, name)

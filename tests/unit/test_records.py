@@ -692,3 +692,21 @@ def test_auxtrace_payload_inline_or_left_out():
     assert items[0].payload == b"P" * 16 and isinstance(items[1], LostSamples)
     with pytest.raises(FormatError, match="AUX payload runs past the end"):
         list(decode(aux + b"P" * 8, table, auxtrace_inline=True))
+
+
+def test_sample_batch_fields_defaults_and_unknown_names():
+    """SampleBatch is written out (no @dataclass): its fields in declaration
+    order, absent ones None, a misspelt one refused as a dataclass would."""
+    from pmuscope.records import SampleBatch
+
+    table = "attrs"  # not looked at
+    off = np.array([0, 8], dtype=np.int64)
+    b = SampleBatch(table, off, np.zeros(2, np.uint16), np.zeros(2, np.int32), ip=np.array([1, 2], np.uint64))
+    assert SampleBatch._fields[:6] == ("attrs", "offset", "misc", "attr_index", "id", "ip")
+    assert SampleBatch._fields[-2:] == ("aux", "aux_offsets") and len(SampleBatch._fields) == 47
+    assert len(b) == 2 and b.ip.tolist() == [1, 2] and b.offset is off
+    assert b.id is None and all(getattr(b, f) is None for f in SampleBatch._fields[6:])
+    assert repr(b).startswith("SampleBatch(attrs=") and "callchain=None" in repr(b)
+    with pytest.raises(TypeError, match="no field callchian"):
+        SampleBatch(table, off, off, off, callchian=off)
+    assert b[1:2].ip.tolist() == [2] and b[1:2].pid is None

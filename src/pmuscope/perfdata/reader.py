@@ -10,7 +10,6 @@ Sources: ``tools/perf/Documentation/perf.data-file-format.txt``,
 
 from __future__ import annotations
 
-import heapq
 import io
 import mmap
 import os
@@ -1052,7 +1051,8 @@ class PerfDataFile:
         seq = 0
         limit = -1
         seen_max = -1
-        push, pop = heapq.heappush, heapq.heappop
+        from heapq import heappop as pop, heappush as push
+
         for rec in self._decompressed_records():
             type_ = rec[0]
             if type_ == R.FINISHED_ROUND:

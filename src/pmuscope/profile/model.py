@@ -110,13 +110,15 @@ def _concat_flat(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
     return np.concatenate([f for f, _ in parts]), np.concatenate(offs)
 
 
-@dataclass
 class _Pending:
     """Sample columns waiting for symbolization (only what the profile keeps);
     ``flat`` holds variable-length fields (callchain, raw) as (flat, offsets)."""
 
-    cols: dict[str, np.ndarray]
-    flat: dict[str, tuple[np.ndarray, np.ndarray]]
+    __slots__ = ("cols", "flat")
+
+    def __init__(self, cols: dict[str, np.ndarray], flat: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        self.cols = cols
+        self.flat = flat
 
     def __len__(self) -> int:
         return len(self.cols["ip"])

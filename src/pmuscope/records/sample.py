@@ -16,13 +16,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import struct
-from dataclasses import dataclass, fields as dc_fields
 from typing import Any
 
 import numpy as np
 
 from .. import errors
 from .._np import uniq
+from .._plain import Plain
 from ..kernel import abi
 from . import native as _native_decode
 from .attrs import AttrEntry, AttrTable
@@ -51,14 +51,17 @@ U64_COLUMNS: tuple[tuple[str, int], ...] = (
 )
 
 
-@dataclass
-class SampleBatch:
+class SampleBatch(Plain):
     """A run of samples as numpy columns. A column is None when no sample of
     the batch has the field; when only some attrs have it, the others hold 0.
 
     Variable-length fields are flat arrays with ``*_offsets`` (length n+1):
     sample i's call chain is ``callchain[callchain_offsets[i]:callchain_offsets[i+1]]``
     (PERF_CONTEXT_* markers included, as the kernel wrote them).
+
+    Written out rather than a ``@dataclass`` (generating its 47 fields' methods
+    cost ~1 ms of every start-up that reads samples): the annotations below are
+    the fields, ``_fields`` lists them in order, a field not given is None.
     """
 
     attrs: AttrTable
@@ -68,57 +71,69 @@ class SampleBatch:
     misc: np.ndarray
     #: index into ``attrs`` of each sample
     attr_index: np.ndarray
-    id: np.ndarray | None = None
-    ip: np.ndarray | None = None
-    pid: np.ndarray | None = None
-    tid: np.ndarray | None = None
-    time: np.ndarray | None = None
-    addr: np.ndarray | None = None
-    stream_id: np.ndarray | None = None
-    cpu: np.ndarray | None = None
-    period: np.ndarray | None = None
+    id: np.ndarray | None
+    ip: np.ndarray | None
+    pid: np.ndarray | None
+    tid: np.ndarray | None
+    time: np.ndarray | None
+    addr: np.ndarray | None
+    stream_id: np.ndarray | None
+    cpu: np.ndarray | None
+    period: np.ndarray | None
     # PERF_SAMPLE_READ
-    read_time_enabled: np.ndarray | None = None
-    read_time_running: np.ndarray | None = None
-    read_value: np.ndarray | None = None
-    read_id: np.ndarray | None = None
-    read_lost: np.ndarray | None = None
-    read_offsets: np.ndarray | None = None
+    read_time_enabled: np.ndarray | None
+    read_time_running: np.ndarray | None
+    read_value: np.ndarray | None
+    read_id: np.ndarray | None
+    read_lost: np.ndarray | None
+    read_offsets: np.ndarray | None
     # PERF_SAMPLE_CALLCHAIN
-    callchain: np.ndarray | None = None
-    callchain_offsets: np.ndarray | None = None
+    callchain: np.ndarray | None
+    callchain_offsets: np.ndarray | None
     # PERF_SAMPLE_RAW
-    raw: np.ndarray | None = None
-    raw_offsets: np.ndarray | None = None
+    raw: np.ndarray | None
+    raw_offsets: np.ndarray | None
     # PERF_SAMPLE_BRANCH_STACK
-    branch_hw_idx: np.ndarray | None = None
-    branch_from: np.ndarray | None = None
-    branch_to: np.ndarray | None = None
-    branch_flags: np.ndarray | None = None
-    branch_counters: np.ndarray | None = None
-    branch_offsets: np.ndarray | None = None
+    branch_hw_idx: np.ndarray | None
+    branch_from: np.ndarray | None
+    branch_to: np.ndarray | None
+    branch_flags: np.ndarray | None
+    branch_counters: np.ndarray | None
+    branch_offsets: np.ndarray | None
     # PERF_SAMPLE_REGS_USER
-    regs_user_abi: np.ndarray | None = None
-    regs_user: np.ndarray | None = None
-    regs_user_offsets: np.ndarray | None = None
+    regs_user_abi: np.ndarray | None
+    regs_user: np.ndarray | None
+    regs_user_offsets: np.ndarray | None
     # PERF_SAMPLE_STACK_USER
-    stack_user: np.ndarray | None = None
-    stack_user_offsets: np.ndarray | None = None
-    stack_user_dyn_size: np.ndarray | None = None
-    weight: np.ndarray | None = None
-    data_src: np.ndarray | None = None
-    transaction: np.ndarray | None = None
+    stack_user: np.ndarray | None
+    stack_user_offsets: np.ndarray | None
+    stack_user_dyn_size: np.ndarray | None
+    weight: np.ndarray | None
+    data_src: np.ndarray | None
+    transaction: np.ndarray | None
     # PERF_SAMPLE_REGS_INTR
-    regs_intr_abi: np.ndarray | None = None
-    regs_intr: np.ndarray | None = None
-    regs_intr_offsets: np.ndarray | None = None
-    phys_addr: np.ndarray | None = None
-    cgroup: np.ndarray | None = None
-    data_page_size: np.ndarray | None = None
-    code_page_size: np.ndarray | None = None
+    regs_intr_abi: np.ndarray | None
+    regs_intr: np.ndarray | None
+    regs_intr_offsets: np.ndarray | None
+    phys_addr: np.ndarray | None
+    cgroup: np.ndarray | None
+    data_page_size: np.ndarray | None
+    code_page_size: np.ndarray | None
     # PERF_SAMPLE_AUX
-    aux: np.ndarray | None = None
-    aux_offsets: np.ndarray | None = None
+    aux: np.ndarray | None
+    aux_offsets: np.ndarray | None
+
+    def __init__(self, attrs: AttrTable, offset: np.ndarray, misc: np.ndarray, attr_index: np.ndarray,
+                 **columns: np.ndarray | None) -> None:
+        """The four columns every batch has; any other field by name (None: absent)."""
+        d = self.__dict__
+        d.update(_NO_FIELDS)
+        if columns:
+            unknown = columns.keys() - _NO_FIELDS.keys()
+            if unknown:
+                raise TypeError(f"SampleBatch has no field {', '.join(sorted(unknown))}")
+            d.update(columns)
+        d["attrs"], d["offset"], d["misc"], d["attr_index"] = attrs, offset, misc, attr_index
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -161,8 +176,7 @@ class SampleBatch:
     def sample(self, i: int) -> dict[str, Any]:
         """Sample ``i`` as a dict of Python values (for debugging and tests)."""
         out: dict[str, Any] = {}
-        for f in dc_fields(self):
-            name = f.name
+        for name in self._fields:
             if name == "attrs" or name.endswith("_offsets"):
                 continue
             arr = getattr(self, name)
@@ -222,9 +236,8 @@ class SampleBatch:
             return batches[0]
         n = [len(b) for b in batches]
         kw: dict[str, Any] = {"attrs": batches[0].attrs}
-        offset_fields = {f.name for f in dc_fields(cls) if f.name.endswith("_offsets")}
-        for f in dc_fields(cls):
-            name = f.name
+        offset_fields = {f for f in cls._fields if f.endswith("_offsets")}
+        for name in cls._fields:
             if name == "attrs" or name in offset_fields:
                 continue
             arrs = [getattr(b, name) for b in batches]
@@ -232,8 +245,7 @@ class SampleBatch:
                 kw[name] = None
                 continue
             kw[name] = None  # filled below
-        for f in dc_fields(cls):
-            name = f.name
+        for name in cls._fields:
             if name == "attrs" or name in offset_fields:
                 continue
             arrs = [getattr(b, name) for b in batches]
@@ -274,11 +286,13 @@ _FLAT_BY_OFFSETS = {
 
 _FLAT_NAMES = {n for names in _FLAT_BY_OFFSETS.values() for n in names}
 _FLAT_ITEMS = tuple(_FLAT_BY_OFFSETS.items())
-_NO_FIELDS = {f.name: None for f in dc_fields(SampleBatch)}
+#: the fields in declaration order (what ``dataclasses.fields`` gave when it was a dataclass)
+SampleBatch._fields = tuple(SampleBatch.__annotations__)
+_NO_FIELDS = {f: None for f in SampleBatch._fields}
 #: the per-sample columns (everything but attrs and the flat fields)
 _PER_SAMPLE = tuple(
-    f.name for f in dc_fields(SampleBatch)
-    if f.name != "attrs" and f.name not in _FLAT_NAMES and f.name not in _FLAT_BY_OFFSETS
+    f for f in SampleBatch._fields
+    if f != "attrs" and f not in _FLAT_NAMES and f not in _FLAT_BY_OFFSETS
 )
 
 
