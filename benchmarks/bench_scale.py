@@ -17,7 +17,9 @@ script`` for ``export`` (pprof) as well: perf has no pprof writer, and its way
 to hand a profile to other tools is its script output. Every pmuscope/perf
 pair runs back to back, rounds interleaved; the best time and the lowest peak
 of ``--rounds`` count (and the least CPU time, user + system: steadier than wall
-time when other work shares the machine). Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
+time when other work shares the machine). pmuscope runs as users run it, its console
+script (``bench_startup.pmuscope_cmd``; ``python3 -m pmuscope`` when none is installed).
+Targets (issue 14): time <= 0.5x perf, peak memory <= 1x
 perf's, flat cost per sample.
 
     python benchmarks/bench_scale.py --files A.data,B.data [--rounds 3] [--pipe [--stdin]] [--only report,script]
@@ -133,7 +135,11 @@ def main() -> int:
     files = [f for f in args.files.split(",") if f]
     if args.pipe:
         files += [to_pipe(f, tmp) for f in list(files)]
-    pm = [sys.executable, "-m", "pmuscope"]
+    # as users run it: the console script when installed (python3 -m pmuscope costs runpy's ~3-4 ms more)
+    from bench_startup import pmuscope_cmd
+
+    pm = pmuscope_cmd()
+    print(f"pmuscope runs as: {' '.join(pm)}")
     for f in files:  # untimed warm-up: the page cache and pmuscope's bytecode cache
         timed(pm + ["script", "-G", "-i", f], env)
     benv = None
