@@ -110,25 +110,22 @@ def track_chunks(chunks: Iterable, total: int | None, label: str) -> Iterator:
 def activity(label: str) -> Iterator[Progress]:
     """Elapsed time of work that reports no amounts (a ticking line)."""
     prog = Progress(label)
-    if not prog.show:  # nothing to draw: no thread (nor the threading module)
-        try:
-            yield prog
-        finally:
-            prog.close()
-        return
-    import threading
+    stop = t = None
+    if prog.show:  # else no thread (nor the threading module): there is nothing to draw
+        import threading
 
-    stop = threading.Event()
+        stop = threading.Event()
 
-    def tick() -> None:
-        while not stop.wait(0.2):
-            prog.update()
+        def tick() -> None:
+            while not stop.wait(0.2):
+                prog.update()
 
-    t = threading.Thread(target=tick, name="pmuscope-progress", daemon=True)
-    t.start()
+        t = threading.Thread(target=tick, name="pmuscope-progress", daemon=True)
+        t.start()
     try:
         yield prog
     finally:
-        stop.set()
-        t.join()
+        if t is not None:
+            stop.set()
+            t.join()
         prog.close()

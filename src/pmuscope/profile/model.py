@@ -723,11 +723,9 @@ class ProfileBuilder:
         np.cumsum(clen, out=coff[1:])
         starts = np.stack((off[:-1], np.full(n, len(cc)), len(cc) + 1 + coff[:-1]), axis=1).ravel()
         counts = np.stack((np.where(ch, klen, orig), ch.astype(np.int64), clen), axis=1).ravel()
-        idx, _ = ragged_index(starts, counts)
-        per = counts.reshape(n, 3).sum(axis=1)
-        noff = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(per, out=noff[1:])
-        p.flat["cc"] = (both[idx], noff)
+        idx, off3 = ragged_index(starts, counts)
+        # three pieces a sample: every third offset is where a sample's new chain starts
+        p.flat["cc"] = (both[idx], np.ascontiguousarray(off3[::3]))
         return trunc
 
     def _process_upto(self, limit: int | None) -> None:

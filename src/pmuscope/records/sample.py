@@ -235,25 +235,15 @@ class SampleBatch(Plain):
         if len(batches) == 1:
             return batches[0]
         n = [len(b) for b in batches]
-        kw: dict[str, Any] = {"attrs": batches[0].attrs}
-        offset_fields = {f for f in cls._fields if f.endswith("_offsets")}
+        kw: dict[str, Any] = {"attrs": batches[0].attrs}  # a field left out is None
         for name in cls._fields:
-            if name == "attrs" or name in offset_fields:
-                continue
-            arrs = [getattr(b, name) for b in batches]
-            if all(a is None for a in arrs):
-                kw[name] = None
-                continue
-            kw[name] = None  # filled below
-        for name in cls._fields:
-            if name == "attrs" or name in offset_fields:
+            if name == "attrs" or name in _FLAT_BY_OFFSETS:
                 continue
             arrs = [getattr(b, name) for b in batches]
             if all(a is None for a in arrs):
                 continue
             ref = next(a for a in arrs if a is not None)
-            is_flat = any(name in grp for grp in _FLAT_BY_OFFSETS.values())
-            if is_flat:
+            if name in _FLAT_NAMES:
                 kw[name] = np.concatenate([a if a is not None else np.zeros(0, dtype=ref.dtype) for a in arrs])
             else:
                 kw[name] = np.concatenate([a if a is not None else np.zeros(k, dtype=ref.dtype) for a, k in zip(arrs, n)])
